@@ -1,0 +1,398 @@
+"""The seven OPCC environments on gymnasium + MuJoCo, one registry and one factory.
+
+The OPCC benchmark (paper Table 8) uses four maze2d point-mass mazes and three locomotion
+tasks. The original was built on gym, mujoco-py and d4rl, none of which install on current
+Python. Here:
+
+* ``maze2d-open``, ``maze2d-umaze``, ``maze2d-medium``, ``maze2d-large`` are gymnasium-robotics
+  ``PointMaze`` v3 point masses (the maintained port of D4RL's maze2d) wrapped by
+  :class:`MazeEnv`: a *fixed* goal cell per maze (the D4RL goal cells), a sparse reward of 1
+  for every step whose resulting position lies within 0.5 of the goal, no termination, the
+  observation ``[x, y, vx, vy]`` and the episode limits of Table 8 (150, 300, 600, 800).
+  Deviation from D4RL: coordinates are those of gymnasium-robotics (the maze is centred on the
+  origin, one cell is one unit), and the goal is the exact centre of its cell.
+* ``halfcheetah``, ``hopper`` and ``walker2d`` are gymnasium's v5 MuJoCo tasks (1000 steps).
+
+Every environment's full simulator state is ``concat(qpos, qvel)``. :func:`get_state` and
+:func:`set_state` capture and restore it; restoring also clears MuJoCo's solver warm start, so
+that stepping from a restored state is a deterministic function of that state alone.
+
+Termination functions for learned-model rollouts (:data:`TERMINATION_FNS`) are pure batched
+torch functions of next observations, chosen by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .utils import check_choice
+
+# D4RL's maze layouts as gymnasium-robotics maps (1 = wall, 0 = free), rows top to bottom.
+OPEN_MAP = [
+    [1, 1, 1, 1, 1, 1, 1],
+    [1, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 1],
+    [1, 0, 0, 0, 0, 0, 1],
+    [1, 1, 1, 1, 1, 1, 1],
+]
+UMAZE_MAP = [
+    [1, 1, 1, 1, 1],
+    [1, 0, 0, 0, 1],
+    [1, 1, 1, 0, 1],
+    [1, 0, 0, 0, 1],
+    [1, 1, 1, 1, 1],
+]
+MEDIUM_MAP = [
+    [1, 1, 1, 1, 1, 1, 1, 1],
+    [1, 0, 0, 1, 1, 0, 0, 1],
+    [1, 0, 0, 1, 0, 0, 0, 1],
+    [1, 1, 0, 0, 0, 1, 1, 1],
+    [1, 0, 0, 1, 0, 0, 0, 1],
+    [1, 0, 1, 0, 0, 1, 0, 1],
+    [1, 0, 0, 0, 1, 0, 0, 1],
+    [1, 1, 1, 1, 1, 1, 1, 1],
+]
+LARGE_MAP = [
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+    [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1],
+    [1, 0, 1, 1, 0, 1, 0, 1, 0, 1, 0, 1],
+    [1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1],
+    [1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1],
+    [1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1],
+    [1, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1],
+    [1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1],
+    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+]
+
+GOAL_RADIUS = 0.5
+"""A maze step is rewarded when the ball ends it within this distance of the goal (D4RL)."""
+MAZE_RESET_NOISE = 0.25
+"""Uniform noise (per axis) around a free cell's centre for maze start positions."""
+MAZE_MAX_SPEED = 5.0
+"""PointMaze clips each velocity component to this bound before every step."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """Static facts about one benchmark environment (paper Table 8)."""
+
+    name: str
+    """Registry name, e.g. ``"maze2d-umaze"``."""
+    kind: str
+    """``"maze"`` or ``"locomotion"``."""
+    obs_dim: int
+    """Observation size D."""
+    act_dim: int
+    """Action size A (actions lie in [-1, 1]^A for every environment here)."""
+    max_episode_steps: int
+    """Episode limit used for data collection and policy evaluation."""
+    termination: str
+    """Name of the predefined termination function in :data:`TERMINATION_FNS`."""
+    gym_id: str | None = None
+    """gymnasium id for locomotion tasks."""
+    maze_map: tuple[tuple[int, ...], ...] | None = None
+    """Maze layout (1 = wall) for maze tasks."""
+    goal_cell: tuple[int, int] | None = None
+    """(row, column) of the fixed goal cell for maze tasks."""
+
+    @property
+    def is_maze(self) -> bool:
+        return self.kind == "maze"
+
+
+def _maze(name: str, layout: list[list[int]], goal: tuple[int, int], steps: int) -> EnvSpec:
+    return EnvSpec(
+        name=name,
+        kind="maze",
+        obs_dim=4,
+        act_dim=2,
+        max_episode_steps=steps,
+        termination="none",
+        maze_map=tuple(tuple(row) for row in layout),
+        goal_cell=goal,
+    )
+
+
+ENV_SPECS: dict[str, EnvSpec] = {
+    spec.name: spec
+    for spec in (
+        _maze("maze2d-open", OPEN_MAP, (2, 3), 150),
+        _maze("maze2d-umaze", UMAZE_MAP, (1, 1), 300),
+        _maze("maze2d-medium", MEDIUM_MAP, (6, 6), 600),
+        _maze("maze2d-large", LARGE_MAP, (7, 9), 800),
+        EnvSpec("halfcheetah", "locomotion", 17, 6, 1000, "none", gym_id="HalfCheetah-v5"),
+        EnvSpec("hopper", "locomotion", 11, 3, 1000, "hopper", gym_id="Hopper-v5"),
+        EnvSpec("walker2d", "locomotion", 17, 6, 1000, "walker2d", gym_id="Walker2d-v5"),
+    )
+}
+ENV_NAMES: tuple[str, ...] = tuple(ENV_SPECS)
+MAZE_NAMES: tuple[str, ...] = tuple(n for n, s in ENV_SPECS.items() if s.is_maze)
+LOCOMOTION_NAMES: tuple[str, ...] = tuple(n for n, s in ENV_SPECS.items() if not s.is_maze)
+DEFAULT_ENV = "maze2d-umaze"
+
+
+def get_spec(name: str) -> EnvSpec:
+    """Return the :class:`EnvSpec` of an environment; ValueError lists valid names."""
+    return ENV_SPECS[check_choice(name, ENV_SPECS, "environment")]
+
+
+# --------------------------------------------------------------------------------------------
+# Maze environment
+# --------------------------------------------------------------------------------------------
+
+
+def _register_robotics() -> None:
+    import gymnasium as gym
+    import gymnasium_robotics
+
+    gym.register_envs(gymnasium_robotics)
+
+
+class MazeEnv:
+    """A D4RL-style maze2d task on gymnasium-robotics' PointMaze.
+
+    Observation ``[x, y, vx, vy]`` (float64), action ``[fx, fy]`` in [-1, 1]^2, reward 1 for a
+    step that ends within :data:`GOAL_RADIUS` of the fixed goal, never terminates. Created by
+    :func:`make_env`, which adds gymnasium's ``TimeLimit``.
+    """
+
+    def __init__(self, spec: EnvSpec, render_mode: str | None = None):
+        import gymnasium as gym
+        from gymnasium_robotics.envs.maze.point_maze import PointMazeEnv
+
+        _register_robotics()
+        layout = [list(row) for row in spec.maze_map]
+        self.env_spec = spec
+        self._inner = PointMazeEnv(
+            maze_map=layout, render_mode=render_mode, continuing_task=True, reset_target=False
+        )
+        self.point_env = self._inner.point_env
+        self.model = self.point_env.model
+        self.data = self.point_env.data
+        self.maze = self._inner.maze
+        self.goal = np.asarray(self.maze.cell_rowcol_to_xy(np.array(spec.goal_cell)), dtype=np.float64)
+        self._inner.goal = self.goal.copy()
+        self._inner.update_target_site_pos()
+        rows, cols = np.nonzero(np.asarray(layout) == 0)
+        self.free_cells = np.stack([rows, cols], axis=1)
+        self.free_cell_centers = np.stack([self.maze.cell_rowcol_to_xy(c) for c in self.free_cells])
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.render_mode = render_mode
+        self.metadata = self._inner.metadata
+        self.np_random = np.random.default_rng()
+        self.dt = float(self.point_env.dt)
+
+    def reward(self, xy: np.ndarray) -> np.ndarray:
+        """Sparse reward for positions ``xy`` of shape (..., 2)."""
+        return (np.linalg.norm(np.asarray(xy) - self.goal, axis=-1) <= GOAL_RADIUS).astype(np.float64)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.np_random = np.random.default_rng(seed)
+        options = options or {}
+        if "state" in options:
+            set_state(self, options["state"])
+        else:
+            cell = self.free_cell_centers[self.np_random.integers(len(self.free_cell_centers))]
+            xy = cell + self.np_random.uniform(-MAZE_RESET_NOISE, MAZE_RESET_NOISE, size=2)
+            set_state(self, np.concatenate([xy, np.zeros(2)]))
+        return self._obs(), {}
+
+    def step(self, action):
+        obs, _, _, _, info = self.point_env.step(np.asarray(action, dtype=np.float64))
+        reward = float(self.reward(obs[:2]))
+        info = dict(info, success=bool(reward > 0))
+        return obs.copy(), reward, False, False, info
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate([self.data.qpos, self.data.qvel]).astype(np.float64)
+
+    def render(self):
+        return self.point_env.render()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    @property
+    def unwrapped(self):
+        return self
+
+
+def _as_gym_env(env):
+    """Wrap :class:`MazeEnv` so it is a real ``gymnasium.Env`` (needed by wrappers/SB3)."""
+    import gymnasium as gym
+
+    class _GymMaze(gym.Env):
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+
+        def __init__(self):
+            self.core = env
+            self.observation_space = env.observation_space
+            self.action_space = env.action_space
+            self.render_mode = env.render_mode
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.core.reset(seed=seed, options=options)
+
+        def step(self, action):
+            return self.core.step(action)
+
+        def render(self):
+            return self.core.render()
+
+        def close(self):
+            self.core.close()
+
+    return _GymMaze()
+
+
+def make_env(name: str, seed: int | None = None, render_mode: str | None = None, max_episode_steps: int | None = None):
+    """Create a benchmark environment as a ``gymnasium.Env`` with its episode limit.
+
+    Args:
+        name: one of :data:`ENV_NAMES`.
+        seed: if given, the environment is reset once with this seed (and its action space
+            seeded), so the first observation is reproducible.
+        render_mode: ``None`` or ``"rgb_array"`` (MuJoCo rendering, e.g. ``MUJOCO_GL=egl``).
+        max_episode_steps: override the Table 8 episode limit.
+
+    Returns:
+        A gymnasium environment. ``env.unwrapped`` exposes ``model`` and ``data`` (MuJoCo).
+    """
+    import gymnasium as gym
+
+    spec = get_spec(name)
+    limit = spec.max_episode_steps if max_episode_steps is None else int(max_episode_steps)
+    if spec.is_maze:
+        env = gym.wrappers.TimeLimit(_as_gym_env(MazeEnv(spec, render_mode=render_mode)), max_episode_steps=limit)
+    else:
+        env = gym.make(spec.gym_id, render_mode=render_mode, max_episode_steps=limit)
+    if seed is not None:
+        env.reset(seed=int(seed))
+        env.action_space.seed(int(seed))
+    return env
+
+
+def _core(env):
+    """The object holding ``model``/``data``: MazeEnv or the MuJoCo env."""
+    base = env.unwrapped
+    return getattr(base, "core", base)
+
+
+def mujoco_handles(env) -> tuple[Any, Any]:
+    """``(model, data)`` of an environment made by :func:`make_env`."""
+    core = _core(env)
+    return core.model, core.data
+
+
+def state_size(name: str) -> int:
+    """Length of the full simulator state ``concat(qpos, qvel)`` of an environment."""
+    env = make_env(name)
+    model, _ = mujoco_handles(env)
+    size = int(model.nq + model.nv)
+    env.close()
+    return size
+
+
+def get_state(env) -> np.ndarray:
+    """Full simulator state ``concat(qpos, qvel)`` (float64, a copy)."""
+    _, data = mujoco_handles(env)
+    return np.concatenate([data.qpos, data.qvel]).astype(np.float64)
+
+
+def restore_mjdata(model, data, state: np.ndarray) -> None:
+    """Restore ``concat(qpos, qvel)`` into MuJoCo ``data`` deterministically.
+
+    Besides positions and velocities, the controls, actuator activations and the constraint
+    solver's warm start are cleared, so later steps depend on ``state`` alone; then
+    ``mj_forward`` recomputes every derived quantity.
+    """
+    import mujoco
+
+    state = np.asarray(state, dtype=np.float64)
+    if state.shape != (model.nq + model.nv,):
+        raise ValueError(f"state must have shape ({model.nq + model.nv},), got {state.shape}")
+    data.qpos[:] = state[: model.nq]
+    data.qvel[:] = state[model.nq :]
+    data.ctrl[:] = 0.0
+    if model.na:
+        data.act[:] = 0.0
+    data.qacc_warmstart[:] = 0.0
+    data.time = 0.0
+    mujoco.mj_forward(model, data)
+
+
+def set_state(env, state: np.ndarray) -> np.ndarray:
+    """Restore a state from :func:`get_state` and return the matching observation."""
+    model, data = mujoco_handles(env)
+    restore_mjdata(model, data, state)
+    return observation(env)
+
+
+def observation(env) -> np.ndarray:
+    """The current observation of an environment, computed from its simulator state."""
+    core = _core(env)
+    if isinstance(core, MazeEnv):
+        return core._obs()
+    return np.asarray(core._get_obs(), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Predefined termination functions for model rollouts (batched, torch)
+# --------------------------------------------------------------------------------------------
+
+
+def _no_termination(next_obs):
+    """Never terminates: ``next_obs`` (..., D) -> bool (...)."""
+    import torch
+
+    return torch.zeros(next_obs.shape[:-1], dtype=torch.bool, device=next_obs.device)
+
+
+def _hopper_termination(next_obs):
+    """Hopper-v5 health check on observations (..., 11) -> done (...).
+
+    Healthy when every entry is finite, ``|obs[1:]| < 100``, height ``obs[0] > 0.7`` and
+    torso angle ``|obs[1]| < 0.2``; done is the negation.
+    """
+    import torch
+
+    height, angle = next_obs[..., 0], next_obs[..., 1]
+    healthy = (
+        torch.isfinite(next_obs).all(dim=-1)
+        & (next_obs[..., 1:].abs() < 100.0).all(dim=-1)
+        & (height > 0.7)
+        & (angle.abs() < 0.2)
+    )
+    return ~healthy
+
+
+def _walker2d_termination(next_obs):
+    """Walker2d-v5 health check on observations (..., 17) -> done (...).
+
+    Healthy when every entry is finite, height ``0.8 < obs[0] < 2.0`` and
+    ``-1 < obs[1] < 1``; done is the negation.
+    """
+    import torch
+
+    height, angle = next_obs[..., 0], next_obs[..., 1]
+    healthy = torch.isfinite(next_obs).all(dim=-1) & (height > 0.8) & (height < 2.0) & (angle > -1.0) & (angle < 1.0)
+    return ~healthy
+
+
+TERMINATION_FNS: dict[str, Callable] = {
+    "none": _no_termination,
+    "hopper": _hopper_termination,
+    "walker2d": _walker2d_termination,
+}
+
+
+def termination_fn(env_name: str) -> Callable:
+    """The predefined termination function of an environment: ``next_obs (..., D) -> done (...)``."""
+    return TERMINATION_FNS[get_spec(env_name).termination]
