@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "info": "opcc_edu.commands:add_info",
     "run": "opcc_edu.commands:add_run",
     "mdp-demo": "opcc_edu.commands:add_mdp_demo",
+    "build": "opcc_edu.build_cli:add_build",
 }
 
 
