@@ -27,6 +27,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from .utils import check_choice
@@ -145,26 +146,23 @@ def get_spec(name: str) -> EnvSpec:
 # --------------------------------------------------------------------------------------------
 
 
-def _register_robotics() -> None:
-    import gymnasium as gym
-    import gymnasium_robotics
-
-    gym.register_envs(gymnasium_robotics)
-
-
-class MazeEnv:
+class MazeEnv(gym.Env):
     """A D4RL-style maze2d task on gymnasium-robotics' PointMaze.
 
     Observation ``[x, y, vx, vy]`` (float64), action ``[fx, fy]`` in [-1, 1]^2, reward 1 for a
     step that ends within :data:`GOAL_RADIUS` of the fixed goal, never terminates. Created by
-    :func:`make_env`, which adds gymnasium's ``TimeLimit``.
+    :func:`make_env` (registered with gymnasium as ``opcc_edu/<name>-v0``), which adds the
+    episode limit of Table 8.
     """
 
-    def __init__(self, spec: EnvSpec, render_mode: str | None = None):
-        import gymnasium as gym
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+
+    def __init__(self, env_name: str = "maze2d-umaze", render_mode: str | None = None):
         from gymnasium_robotics.envs.maze.point_maze import PointMazeEnv
 
-        _register_robotics()
+        spec = get_spec(env_name)
+        if not spec.is_maze:
+            raise ValueError(f"env_name must be a maze; valid choices: {', '.join(MAZE_NAMES)}")
         layout = [list(row) for row in spec.maze_map]
         self.env_spec = spec
         self._inner = PointMazeEnv(
@@ -183,8 +181,6 @@ class MazeEnv:
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float64)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self.render_mode = render_mode
-        self.metadata = self._inner.metadata
-        self.np_random = np.random.default_rng()
         self.dt = float(self.point_env.dt)
 
     def reward(self, xy: np.ndarray) -> np.ndarray:
@@ -192,8 +188,7 @@ class MazeEnv:
         return (np.linalg.norm(np.asarray(xy) - self.goal, axis=-1) <= GOAL_RADIUS).astype(np.float64)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self.np_random = np.random.default_rng(seed)
+        super().reset(seed=seed)
         options = options or {}
         if "state" in options:
             set_state(self, options["state"])
@@ -219,37 +214,26 @@ class MazeEnv:
         self._inner.close()
 
     @property
-    def unwrapped(self):
+    def core(self) -> "MazeEnv":
+        """The object holding ``model`` and ``data`` (the env itself)."""
         return self
 
 
-def _as_gym_env(env):
-    """Wrap :class:`MazeEnv` so it is a real ``gymnasium.Env`` (needed by wrappers/SB3)."""
-    import gymnasium as gym
+def gym_id(name: str) -> str:
+    """The gymnasium id of a benchmark environment (mazes are registered by this package)."""
+    spec = get_spec(name)
+    return f"opcc_edu/{spec.name}-v0" if spec.is_maze else spec.gym_id
 
-    class _GymMaze(gym.Env):
-        metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
-        def __init__(self):
-            self.core = env
-            self.observation_space = env.observation_space
-            self.action_space = env.action_space
-            self.render_mode = env.render_mode
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            return self.core.reset(seed=seed, options=options)
-
-        def step(self, action):
-            return self.core.step(action)
-
-        def render(self):
-            return self.core.render()
-
-        def close(self):
-            self.core.close()
-
-    return _GymMaze()
+def _register_mazes() -> None:
+    for spec in ENV_SPECS.values():
+        if spec.is_maze and gym_id(spec.name) not in gym.registry:
+            gym.register(
+                id=gym_id(spec.name),
+                entry_point="opcc_edu.envs:MazeEnv",
+                kwargs={"env_name": spec.name},
+                max_episode_steps=spec.max_episode_steps,
+            )
 
 
 def make_env(name: str, seed: int | None = None, render_mode: str | None = None, max_episode_steps: int | None = None):
@@ -265,14 +249,10 @@ def make_env(name: str, seed: int | None = None, render_mode: str | None = None,
     Returns:
         A gymnasium environment. ``env.unwrapped`` exposes ``model`` and ``data`` (MuJoCo).
     """
-    import gymnasium as gym
-
     spec = get_spec(name)
     limit = spec.max_episode_steps if max_episode_steps is None else int(max_episode_steps)
-    if spec.is_maze:
-        env = gym.wrappers.TimeLimit(_as_gym_env(MazeEnv(spec, render_mode=render_mode)), max_episode_steps=limit)
-    else:
-        env = gym.make(spec.gym_id, render_mode=render_mode, max_episode_steps=limit)
+    _register_mazes()
+    env = gym.make(gym_id(name), render_mode=render_mode, max_episode_steps=limit)
     if seed is not None:
         env.reset(seed=int(seed))
         env.action_space.seed(int(seed))
@@ -281,8 +261,7 @@ def make_env(name: str, seed: int | None = None, render_mode: str | None = None,
 
 def _core(env):
     """The object holding ``model``/``data``: MazeEnv or the MuJoCo env."""
-    base = env.unwrapped
-    return getattr(base, "core", base)
+    return env.unwrapped
 
 
 def mujoco_handles(env) -> tuple[Any, Any]:

@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import torch
+
+from opcc_edu import envs
+
+
+@pytest.mark.parametrize("name", envs.ENV_NAMES)
+def test_spaces_match_spec(name):
+    spec = envs.get_spec(name)
+    env = envs.make_env(name, seed=0)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (spec.obs_dim,)
+    assert env.action_space.shape == (spec.act_dim,)
+    assert np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)
+    assert env.spec.max_episode_steps == spec.max_episode_steps
+    env.close()
+
+
+@pytest.mark.parametrize("name", envs.ENV_NAMES)
+def test_state_restore_replays_bit_for_bit(name):
+    env = envs.make_env(name, seed=1)
+    rng = np.random.default_rng(0)
+    for _ in range(15):  # move away from the initial state distribution first
+        env.step(rng.uniform(-1, 1, env.action_space.shape))
+    state = envs.get_state(env)
+    actions = rng.uniform(-1, 1, (25,) + env.action_space.shape)
+
+    def replay():
+        first = envs.set_state(env, state)
+        out = [first]
+        for a in actions:
+            obs, reward, terminated, _, _ = env.step(a)
+            out.append(np.r_[obs, reward, terminated])
+            if terminated:
+                break
+        return out
+
+    a, b = replay(), replay()
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+    env.close()
+
+
+def test_maze_reward_is_sparse_and_fixed_goal():
+    env = envs.make_env("maze2d-umaze", seed=0)
+    core = env.unwrapped
+    goal = core.goal
+    np.testing.assert_allclose(goal, core.maze.cell_rowcol_to_xy(np.array([1, 1])))
+    envs.set_state(env, np.r_[goal + [0.1, 0.0], 0.0, 0.0])
+    _, reward, terminated, _, _ = env.step(np.zeros(2))
+    assert reward == 1.0 and not terminated
+    envs.set_state(env, np.r_[goal + [2.0, 0.0], 0.0, 0.0])
+    _, reward, _, _, _ = env.step(np.zeros(2))
+    assert reward == 0.0
+    # The goal never moves, whatever happens.
+    for _ in range(20):
+        env.step(np.ones(2))
+    np.testing.assert_array_equal(core.goal, goal)
+
+
+def test_maze_reset_stays_in_free_cells():
+    env = envs.make_env("maze2d-medium")
+    core = env.unwrapped
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        row, col = core.maze.cell_xy_to_rowcol(obs[:2])
+        assert core.env_spec.maze_map[row][col] == 0
+
+
+def test_unknown_environment_lists_choices():
+    with pytest.raises(ValueError, match=r"unknown environment 'maze2d-tiny'.*maze2d-umaze.*walker2d"):
+        envs.make_env("maze2d-tiny")
+
+
+def test_termination_functions():
+    hopper = envs.termination_fn("hopper")
+    healthy = torch.zeros(4, 11)
+    healthy[:, 0] = 1.25
+    done = hopper(healthy)
+    assert done.shape == (4,) and not done.any()
+    fallen = healthy.clone()
+    fallen[1, 0] = 0.5  # too low
+    fallen[2, 1] = 0.3  # tilted
+    fallen[3, 5] = float("nan")
+    assert hopper(fallen).tolist() == [False, True, True, True]
+    walker = envs.termination_fn("walker2d")
+    obs = torch.zeros(2, 3, 17)
+    obs[..., 0] = 1.2
+    obs[1, 2, 0] = 2.5
+    assert walker(obs).tolist() == [[False] * 3, [False, False, True]]
+    assert not envs.termination_fn("halfcheetah")(torch.full((5, 17), 1e6)).any()
+
+
+def test_hopper_termination_matches_simulator():
+    """The batched torch check agrees with gymnasium's own health check along real episodes."""
+    env = envs.make_env("hopper", seed=0)
+    fn = envs.termination_fn("hopper")
+    rng = np.random.default_rng(0)
+    seen_done = False
+    for episode in range(3):
+        env.reset(seed=episode)
+        for _ in range(200):
+            obs, _, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 3))
+            assert bool(fn(torch.as_tensor(obs, dtype=torch.float64))) == terminated
+            if terminated or truncated:
+                seen_done |= terminated
+                break
+    assert seen_done, "random actions should make the hopper fall"
