@@ -146,6 +146,17 @@ def get_spec(name: str) -> EnvSpec:
 # --------------------------------------------------------------------------------------------
 
 
+def _point_maze_class():
+    """Import PointMaze quietly: gymnasium-robotics prints an unrelated notice (about its Adroit
+    hand tasks) to stderr on import, which would clutter every notebook."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        from gymnasium_robotics.envs.maze.point_maze import PointMazeEnv
+    return PointMazeEnv
+
+
 class MazeEnv(gym.Env):
     """A D4RL-style maze2d task on gymnasium-robotics' PointMaze.
 
@@ -158,9 +169,8 @@ class MazeEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def __init__(self, env_name: str = "maze2d-umaze", render_mode: str | None = None):
-        from gymnasium_robotics.envs.maze.point_maze import PointMazeEnv
-
         spec = get_spec(env_name)
+        PointMazeEnv = _point_maze_class()
         if not spec.is_maze:
             raise ValueError(f"env_name must be a maze; valid choices: {', '.join(MAZE_NAMES)}")
         layout = [list(row) for row in spec.maze_map]
