@@ -6,6 +6,8 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.envs` -- the seven benchmark environments and termination functions.
 * :mod:`opcc_edu.mdp` -- exact and Monte-Carlo values on tabular MDPs.
 * :mod:`opcc_edu.io` -- atomic, checksummed, pickle-free storage.
+* :mod:`opcc_edu.confidence` -- EV, PCI and U-PCI confidences from ensemble value estimates.
+* :mod:`opcc_edu.metrics` -- exact risk-coverage metrics (AURCC, RPP, CR_K, AUGRC, ...).
 """
 
 __version__ = "0.1.0"
@@ -13,6 +15,28 @@ __version__ = "0.1.0"
 from .config import PROFILES, Profile, get_profile, set_profile, use_profile
 from .envs import ENV_NAMES, ENV_SPECS, EnvSpec, get_spec, get_state, make_env, set_state, termination_fn
 from .utils import cache_dir, get_device, seed_everything
+from .confidence import (
+    CONFIDENCE_FUNCTIONS,
+    compute_confidence,
+    ensemble_voting,
+    oracle_confidence,
+    paired_confidence_interval,
+    random_confidence,
+    unpaired_confidence_interval,
+)
+from .metrics import (
+    augrc,
+    aurcc,
+    coverage_resolution,
+    evaluate,
+    excess_aurcc,
+    expected_random_aurcc,
+    mean_confidence_interval,
+    oracle_aurcc,
+    plot_risk_coverage,
+    reverse_pair_proportion,
+    risk_coverage_curve,
+)
 
 __all__ = [
     "__version__",
@@ -32,4 +56,22 @@ __all__ = [
     "cache_dir",
     "get_device",
     "seed_everything",
+    "CONFIDENCE_FUNCTIONS",
+    "compute_confidence",
+    "ensemble_voting",
+    "oracle_confidence",
+    "paired_confidence_interval",
+    "random_confidence",
+    "unpaired_confidence_interval",
+    "augrc",
+    "aurcc",
+    "coverage_resolution",
+    "evaluate",
+    "excess_aurcc",
+    "expected_random_aurcc",
+    "mean_confidence_interval",
+    "oracle_aurcc",
+    "plot_risk_coverage",
+    "reverse_pair_proportion",
+    "risk_coverage_curve",
 ]

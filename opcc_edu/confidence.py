@@ -1,0 +1,250 @@
+"""Confidence functions: turn M ensemble value estimates per side into an answer and a confidence.
+
+Each member i of a learned-model ensemble estimates both sides of a policy-comparison query,
+``V_i`` (side a) and ``V̂_i`` (side b). The three baselines of Koul et al. (Section 5) combine
+the M pairs into a prediction (1 means ``V_a < V_b``) and a confidence in [0, 1]:
+
+* **EV** (ensemble voting): majority vote of ``V_i < V̂_i``; confidence is the majority fraction
+  rescaled from [0.5, 1] to [0, 1], i.e. ``|2 k - M| / M`` for k votes for "a < b".
+* **PCI** (paired confidence interval): prediction from the sign of ``mean(V - V̂)``; confidence
+  is the largest level alpha whose two-sided t interval for the mean difference (df = M - 1)
+  excludes 0. The interval excludes 0 exactly when ``|t| > t_{(1+alpha)/2}``, with ``t`` the
+  paired t statistic, so the supremum is ``alpha* = 1 - 2 * sf(|t|)`` -- one minus the paired
+  t-test p-value. Closed form, no loop over alpha.
+* **U-PCI** (unpaired): same prediction; confidence is the largest alpha for which the separate
+  t intervals of ``mean V`` and ``mean V̂`` do not overlap. Two intervals ``m ± w`` overlap
+  (one containing the other included) exactly when ``|m_a - m_b| <= w_a + w_b``; both
+  half-widths scale with the same t quantile, so ``alpha* = 1 - 2 * sf(|m_a - m_b| sqrt(M) /
+  (s_a + s_b))``. This is symmetric in the two sides by construction.
+
+Ties and degenerate inputs are defined, not left to floating-point luck:
+
+* an exact tie (EV: k = M/2 votes; PCI/U-PCI: zero mean difference) predicts 1;
+* PCI/U-PCI need M >= 2 members (with M = 1 there is no spread and no t distribution) and raise
+  a ValueError otherwise;
+* when the spread is exactly 0 (all members agree on the difference, or on both values), the
+  interval is a point: confidence 1 for a nonzero difference, 0 for a zero difference.
+
+Teaching baselines: :func:`random_confidence` (no information; its expected AURCC is given by
+:func:`opcc_edu.metrics.expected_random_aurcc`) and :func:`oracle_confidence` (knows the true
+loss; reaches :func:`opcc_edu.metrics.oracle_aurcc`).
+
+Only numpy is imported at module level; scipy.stats is imported on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .utils import check_choice
+
+__all__ = [
+    "ConfidenceFunction",
+    "ensemble_voting",
+    "paired_confidence_interval",
+    "unpaired_confidence_interval",
+    "random_confidence",
+    "oracle_confidence",
+    "CONFIDENCE_FUNCTIONS",
+    "CONFIDENCE_NAMES",
+    "compute_confidence",
+]
+
+ConfidenceFunction = Callable[[Any, Any], tuple[np.ndarray, np.ndarray]]
+
+
+def _check_values(values_a: Any, values_b: Any, min_members: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Validate two (N, M) member-value arrays and return them as float64."""
+    arrays = []
+    for name, values in (("values_a", values_a), ("values_b", values_b)):
+        array = np.asarray(values)
+        if array.ndim != 2:
+            raise ValueError(
+                f"{name} must have shape (N, M) (N queries, M ensemble members), got shape {array.shape}"
+            )
+        if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+            raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
+        if array.size == 0:
+            raise ValueError(f"{name} is empty (shape {array.shape}); need N >= 1 queries and M >= 1 members")
+        array = array.astype(np.float64)
+        if not np.all(np.isfinite(array)):
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
+            raise ValueError(f"{name} must be finite; found {array[index]!r} at index {index}")
+        arrays.append(array)
+    a, b = arrays
+    if a.shape != b.shape:
+        raise ValueError(f"values_a and values_b must have the same shape (N, M), got {a.shape} and {b.shape}")
+    if a.shape[1] < min_members:
+        raise ValueError(
+            f"values_a has M = {a.shape[1]} ensemble member(s); interval-based confidences need "
+            f"M >= {min_members} to estimate a spread (use 'ev' for a single member)"
+        )
+    return a, b
+
+
+def _t_confidence(gap: np.ndarray, scale: np.ndarray, df: int) -> np.ndarray:
+    """Largest alpha with ``|gap| > t_{(1+alpha)/2, df} * scale``, i.e. ``1 - 2 sf(|gap|/scale)``.
+
+    ``scale == 0`` is a zero-width interval: confidence 1 if ``gap != 0``, else 0.
+    """
+    from scipy import stats
+
+    gap = np.abs(gap)
+    degenerate = scale == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        statistic = np.where(degenerate, 0.0, gap / np.where(degenerate, 1.0, scale))
+    # 1 - 2 sf keeps precision near 1, where 2 cdf - 1 would round away small p-values.
+    confidence = 1.0 - 2.0 * stats.t.sf(statistic, df)
+    confidence = np.where(degenerate, (gap > 0).astype(np.float64), confidence)
+    return np.clip(confidence, 0.0, 1.0)
+
+
+def _mean_prediction(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # mean(V - V̂) < 0 means V < V̂; a zero mean difference (a tie) predicts 1, as in EV.
+    return ((a - b).mean(axis=1) <= 0).astype(np.int8)
+
+
+def ensemble_voting(values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Ensemble voting (EV): majority of ``V_i < V̂_i`` and its rescaled agreement.
+
+    Args:
+        values_a: (N, M) member estimates of side a's value.
+        values_b: (N, M) member estimates of side b's value.
+
+    Returns:
+        ``(prediction, confidence)``: (N,) int8, 1 when at least half of the members vote
+        ``V_i < V̂_i`` (a member with ``V_i == V̂_i`` votes 0; an exact half-half split predicts
+        1), and (N,) float64 ``|2 k - M| / M`` in {0, 1/M or 2/M, ..., 1}, where k counts the
+        votes for 1. Its resolution is at most M//2 + 1 distinct values.
+    """
+    a, b = _check_values(values_a, values_b)
+    members = a.shape[1]
+    votes = np.count_nonzero(a < b, axis=1)
+    prediction = (2 * votes >= members).astype(np.int8)
+    confidence = np.abs(2 * votes - members) / members
+    return prediction, confidence.astype(np.float64)
+
+
+def paired_confidence_interval(values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Paired confidence interval (PCI): 1 minus the paired t-test p-value, in closed form.
+
+    With ``d_i = V_i - V̂_i``, mean ``d̄`` and sample standard deviation ``s_d`` (ddof=1), the
+    alpha-level interval ``d̄ ± t_{(1+alpha)/2, M-1} s_d / sqrt(M)`` excludes 0 for every
+    ``alpha < 1 - p`` where ``p = 2 sf(|d̄| sqrt(M) / s_d)`` is the two-sided paired t-test
+    p-value (:func:`scipy.stats.ttest_rel`), and includes it from there on.
+
+    Args:
+        values_a: (N, M) member estimates of side a's value, M >= 2.
+        values_b: (N, M) member estimates of side b's value.
+
+    Returns:
+        ``(prediction, confidence)``: (N,) int8, 1 when ``mean(V - V̂) <= 0``; (N,) float64 in
+        [0, 1]. A zero spread gives confidence 1 for a nonzero mean difference, 0 otherwise.
+
+    Raises:
+        ValueError: for M < 2, mismatched shapes, empty or non-finite inputs.
+    """
+    a, b = _check_values(values_a, values_b, min_members=2)
+    members = a.shape[1]
+    difference = a - b
+    mean = difference.mean(axis=1)
+    spread = difference.std(axis=1, ddof=1)
+    confidence = _t_confidence(mean, spread / np.sqrt(members), df=members - 1)
+    return _mean_prediction(a, b), confidence
+
+
+def unpaired_confidence_interval(values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Unpaired confidence interval (U-PCI): largest alpha at which the two t intervals separate.
+
+    The alpha-level intervals are ``m_a ± q s_a / sqrt(M)`` and ``m_b ± q s_b / sqrt(M)`` with
+    the same quantile ``q = t_{(1+alpha)/2, M-1}``. They overlap -- partially or with one inside
+    the other -- exactly when ``|m_a - m_b| <= q (s_a + s_b) / sqrt(M)``, so the intervals are
+    disjoint for every alpha below ``1 - 2 sf(|m_a - m_b| sqrt(M) / (s_a + s_b))``. Swapping
+    the sides leaves the confidence unchanged and flips the prediction (except for an exact
+    tie, which predicts 1 both ways). Since ``s_a + s_b >= s_d`` this is never more confident
+    than PCI.
+
+    Args:
+        values_a: (N, M) member estimates of side a's value, M >= 2.
+        values_b: (N, M) member estimates of side b's value.
+
+    Returns:
+        ``(prediction, confidence)`` as for :func:`paired_confidence_interval`. When both
+        spreads are exactly 0 the intervals are points: confidence 1 if the means differ, else 0.
+
+    Raises:
+        ValueError: for M < 2, mismatched shapes, empty or non-finite inputs.
+    """
+    a, b = _check_values(values_a, values_b, min_members=2)
+    members = a.shape[1]
+    gap = a.mean(axis=1) - b.mean(axis=1)
+    spread = a.std(axis=1, ddof=1) + b.std(axis=1, ddof=1)
+    confidence = _t_confidence(gap, spread / np.sqrt(members), df=members - 1)
+    return _mean_prediction(a, b), confidence
+
+
+def random_confidence(n: int, seed: int = 0) -> np.ndarray:
+    """Uniformly random confidences in [0, 1): the no-information baseline.
+
+    Args:
+        n: number of queries N (>= 1).
+        seed: seed of the NumPy generator (same seed, same confidences).
+
+    Returns:
+        (N,) float64 confidences; their expected AURCC is
+        :func:`opcc_edu.metrics.expected_random_aurcc` (about the full-coverage risk).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (the number of queries) must be an integer >= 1, got {n!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return np.random.default_rng(int(seed)).random(int(n))
+
+
+def oracle_confidence(prediction: Any, target: Any) -> np.ndarray:
+    """Confidence that knows the answers: 1 for every correct prediction, 0 for every wrong one.
+
+    It cannot be computed without the true answers, so it is a yardstick, not a method: its
+    AURCC, ``r_f**2 / 2``, is the smallest any confidence reaches for these predictions
+    (:func:`opcc_edu.metrics.oracle_aurcc`). The two-level ties matter: ranking the correct
+    answers first with distinct confidences scores worse under linear interpolation.
+
+    Args:
+        prediction: (N,) 0/1 predictions.
+        target: (N,) 0/1 true answers.
+
+    Returns:
+        (N,) float64 confidences, ``1 - loss``.
+    """
+    from .metrics import _loss
+
+    return 1.0 - _loss(prediction, target).astype(np.float64)
+
+
+#: The ensemble-based confidence functions of the paper, by the names its tables use.
+CONFIDENCE_FUNCTIONS: dict[str, ConfidenceFunction] = {
+    "ev": ensemble_voting,
+    "pci": paired_confidence_interval,
+    "upci": unpaired_confidence_interval,
+}
+
+#: Display names of :data:`CONFIDENCE_FUNCTIONS` as printed in the paper's tables.
+CONFIDENCE_NAMES: dict[str, str] = {"ev": "EV", "pci": "PCI", "upci": "U-PCI"}
+
+
+def compute_confidence(name: str, values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Apply the confidence function called ``name`` ("ev", "pci" or "upci").
+
+    Args:
+        name: key of :data:`CONFIDENCE_FUNCTIONS`.
+        values_a: (N, M) member estimates of side a's value.
+        values_b: (N, M) member estimates of side b's value.
+
+    Returns:
+        ``(prediction (N,) int8, confidence (N,) float64)``.
+    """
+    check_choice(name, CONFIDENCE_FUNCTIONS, "confidence function name")
+    return CONFIDENCE_FUNCTIONS[name](values_a, values_b)
