@@ -8,6 +8,7 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.io` -- atomic, checksummed, pickle-free storage.
 * :mod:`opcc_edu.confidence` -- EV, PCI and U-PCI confidences from ensemble value estimates.
 * :mod:`opcc_edu.metrics` -- exact risk-coverage metrics (AURCC, RPP, CR_K, AUGRC, ...).
+* :mod:`opcc_edu.policies` -- the query and behaviour policies (PPO-trained, exported actors).
 """
 
 __version__ = "0.1.0"
@@ -36,6 +37,17 @@ from .metrics import (
     plot_risk_coverage,
     reverse_pair_proportion,
     risk_coverage_curve,
+)
+from .policies import (
+    POLICY_LEVELS,
+    Actor,
+    StackedActors,
+    load_actor,
+    load_behavior_policy,
+    load_policies,
+    load_policy,
+    policy_table,
+    save_actor,
 )
 
 __all__ = [
@@ -74,4 +86,13 @@ __all__ = [
     "plot_risk_coverage",
     "reverse_pair_proportion",
     "risk_coverage_curve",
+    "POLICY_LEVELS",
+    "Actor",
+    "StackedActors",
+    "load_actor",
+    "load_behavior_policy",
+    "load_policies",
+    "load_policy",
+    "policy_table",
+    "save_actor",
 ]
