@@ -34,6 +34,7 @@ Only numpy is imported at module level; scipy.stats is imported on first use.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,8 @@ __all__ = [
     "CONFIDENCE_FUNCTIONS",
     "CONFIDENCE_NAMES",
     "compute_confidence",
+    "SyntheticEnsemble",
+    "synthetic_ensemble",
 ]
 
 ConfidenceFunction = Callable[[Any, Any], tuple[np.ndarray, np.ndarray]]
@@ -248,3 +251,107 @@ def compute_confidence(name: str, values_a: Any, values_b: Any) -> tuple[np.ndar
     """
     check_choice(name, CONFIDENCE_FUNCTIONS, "confidence function name")
     return CONFIDENCE_FUNCTIONS[name](values_a, values_b)
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic ensemble values for teaching and tests
+# --------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class SyntheticEnsemble:
+    """Member value estimates for N synthetic queries, with the true values that label them.
+
+    Attributes:
+        values_a: (N, M) member estimates of side a's value.
+        values_b: (N, M) member estimates of side b's value.
+        true_a: (N,) true value of side a.
+        true_b: (N,) true value of side b.
+        target: (N,) int8, 1 iff ``true_a < true_b`` (the query's answer).
+        difficulty: (N,) per-query model-error scale (return units) used to draw the members.
+    """
+
+    values_a: np.ndarray
+    values_b: np.ndarray
+    true_a: np.ndarray
+    true_b: np.ndarray
+    target: np.ndarray
+    difficulty: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.target.shape[0])
+
+    @property
+    def n_members(self) -> int:
+        """Ensemble size M."""
+        return int(self.values_a.shape[1])
+
+
+def synthetic_ensemble(
+    n_queries: int,
+    n_members: int,
+    seed: int = 0,
+    min_gap: float = 10.0,
+    gap_scale: float = 20.0,
+    difficulty_range: tuple[float, float] = (2.0, 100.0),
+    shared_error: float = 1.0,
+    correlation: float = 0.7,
+) -> SyntheticEnsemble:
+    """Draw ensemble value estimates that behave like a learned-model ensemble's.
+
+    Each query has true values ``true_a`` and ``true_b = true_a + gap`` with ``|gap| >= min_gap``
+    (the benchmark drops queries whose gap is below 10, Section 4 of Koul et al.). A query also
+    has a difficulty ``d`` (log-uniform in ``difficulty_range``): how badly the learned models
+    simulate it. Member i then estimates
+
+        V_i = true_a + e_a + d * z_i,    V̂_i = true_b + e_b + d * (rho z_i + sqrt(1 - rho**2) x_i)
+
+    with ``e_a, e_b ~ N(0, (shared_error d)**2)`` an error *all* members share (what the data
+    cannot reveal; it is what makes confident answers wrong), and ``z_i, x_i ~ N(0, 1)``
+    member-specific disagreement, correlated between the two sides by ``rho = correlation``
+    because the same model simulates both. Hard queries get both larger errors and more
+    disagreement, so disagreement carries information, as with a real ensemble.
+
+    Args:
+        n_queries: number of queries N.
+        n_members: ensemble size M.
+        seed: seed of the generator (same arguments, same values).
+        min_gap: smallest |true_b - true_a|.
+        gap_scale: scale of the exponential excess of |gap| over ``min_gap``.
+        difficulty_range: (low, high) of the log-uniform difficulty d.
+        shared_error: standard deviation of the shared error, in units of d.
+        correlation: correlation rho of a member's errors on the two sides, in [-1, 1].
+
+    Returns:
+        A :class:`SyntheticEnsemble`.
+    """
+    if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 1:
+        raise ValueError(f"n_queries must be an integer >= 1, got {n_queries!r}")
+    if isinstance(n_members, bool) or not isinstance(n_members, (int, np.integer)) or n_members < 1:
+        raise ValueError(f"n_members must be an integer >= 1, got {n_members!r}")
+    low, high = difficulty_range
+    if not 0 < low <= high:
+        raise ValueError(f"difficulty_range must satisfy 0 < low <= high, got {difficulty_range!r}")
+    if not -1.0 <= correlation <= 1.0:
+        raise ValueError(f"correlation must lie in [-1, 1], got {correlation!r}")
+    if min_gap < 0 or gap_scale < 0 or shared_error < 0:
+        raise ValueError(
+            f"min_gap, gap_scale and shared_error must be >= 0, got {min_gap!r}, {gap_scale!r}, {shared_error!r}"
+        )
+    rng = np.random.default_rng(seed)
+    n, m = int(n_queries), int(n_members)
+    true_a = rng.uniform(0.0, 300.0, n)
+    gap = rng.choice([-1.0, 1.0], n) * (min_gap + rng.exponential(gap_scale, n) if gap_scale > 0 else min_gap)
+    true_b = true_a + gap
+    difficulty = np.exp(rng.uniform(np.log(low), np.log(high), n))
+    shared = rng.normal(0.0, 1.0, (n, 2)) * (shared_error * difficulty)[:, None]
+    z = rng.normal(0.0, 1.0, (n, m))
+    x = rng.normal(0.0, 1.0, (n, m))
+    values_a = true_a[:, None] + shared[:, :1] + difficulty[:, None] * z
+    values_b = true_b[:, None] + shared[:, 1:] + difficulty[:, None] * (correlation * z + np.sqrt(1.0 - correlation**2) * x)
+    return SyntheticEnsemble(
+        values_a=values_a,
+        values_b=values_b,
+        true_a=true_a,
+        true_b=true_b,
+        target=(true_a < true_b).astype(np.int8),
+        difficulty=difficulty,
+    )

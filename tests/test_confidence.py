@@ -245,3 +245,48 @@ def test_bad_baseline_arguments():
         cf.random_confidence(5, seed=-1)
     with pytest.raises(ValueError, match="prediction"):
         cf.oracle_confidence([0, 3], [0, 1])
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic ensembles
+# --------------------------------------------------------------------------------------------
+def test_synthetic_ensemble_is_consistent_and_seeded():
+    ensemble = cf.synthetic_ensemble(400, 8, seed=3)
+    assert len(ensemble) == 400 and ensemble.n_members == 8
+    assert ensemble.values_a.shape == ensemble.values_b.shape == (400, 8)
+    np.testing.assert_array_equal(ensemble.target, (ensemble.true_a < ensemble.true_b).astype(np.int8))
+    assert np.all(np.abs(ensemble.true_b - ensemble.true_a) >= 10.0)
+    again = cf.synthetic_ensemble(400, 8, seed=3)
+    np.testing.assert_array_equal(again.values_a, ensemble.values_a)
+    assert not np.array_equal(cf.synthetic_ensemble(400, 8, seed=4).values_a, ensemble.values_a)
+
+
+def test_synthetic_ensemble_members_are_correlated_and_informative():
+    ensemble = cf.synthetic_ensemble(3000, 30, seed=1, correlation=0.7)
+    centred_a = ensemble.values_a - ensemble.values_a.mean(axis=1, keepdims=True)
+    centred_b = ensemble.values_b - ensemble.values_b.mean(axis=1, keepdims=True)
+    per_query = (centred_a * centred_b).sum(1) / np.sqrt((centred_a**2).sum(1) * (centred_b**2).sum(1))
+    assert abs(np.median(per_query) - 0.7) < 0.1
+    # Confidence carries information: a correct answer usually outranks a wrong one.
+    prediction, confidence = cf.paired_confidence_interval(ensemble.values_a, ensemble.values_b)
+    wrong = prediction != ensemble.target
+    assert 0.05 < wrong.mean() < 0.4
+    auroc = stats.mannwhitneyu(confidence[~wrong], confidence[wrong]).statistic / (wrong.sum() * (~wrong).sum())
+    assert auroc > 0.7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"n_queries": 0}, "n_queries"),
+        ({"n_members": 0}, "n_members"),
+        ({"correlation": 1.5}, "correlation"),
+        ({"difficulty_range": (0.0, 1.0)}, "difficulty_range"),
+        ({"min_gap": -1.0}, "min_gap"),
+    ],
+)
+def test_synthetic_ensemble_rejects_bad_arguments(kwargs, argument):
+    arguments = {"n_queries": 10, "n_members": 3}
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=argument):
+        cf.synthetic_ensemble(**arguments)
