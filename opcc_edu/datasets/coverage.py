@@ -1,0 +1,289 @@
+"""How well does a dataset cover the queries? Nearest-neighbour distances and visitation plots.
+
+For every policy-comparison query (paper Section 3) each side starts at a state and takes a
+first action. :func:`query_dataset_distances` measures how far that (state, first action) pair
+is from the closest (state, action) pair in a dataset, with scipy's ``cKDTree``.
+
+Normalisation (``normalize="standard"``, the default): every coordinate of the joint vector
+``[observation, action]`` is standardised by the *dataset's* mean and standard deviation (a
+coordinate the dataset never varies keeps scale 1), and the Euclidean distance is divided by
+``sqrt(D + A)``. The result is a root-mean-square distance per coordinate in units of the
+dataset's own spread: 0 means the query's pair occurs in the data, 1 means it is on average
+one standard deviation away in every coordinate. This keeps large-range coordinates (velocities)
+from drowning small ones (angles) and makes environments of different sizes comparable.
+``"range"`` scales by the dataset's min-max range instead; ``"none"`` uses raw units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..envs import get_spec
+from ..utils import check_choice
+
+NORMALIZATIONS = ("standard", "range", "none")
+
+
+class QueryLike(Protocol):
+    """What coverage needs from a :class:`opcc_edu.queries.QuerySet`."""
+
+    obs_a: np.ndarray  # (N, D)
+    obs_b: np.ndarray  # (N, D)
+    action_a: np.ndarray  # (N, A)
+    action_b: np.ndarray  # (N, A)
+
+
+@dataclasses.dataclass(frozen=True)
+class CoverageResult:
+    """Distances from each query side to its nearest dataset pair (N queries, T transitions)."""
+
+    distance_a: np.ndarray
+    """(N,) float64: normalised distance of ``(obs_a, action_a)`` to the nearest data pair."""
+    distance_b: np.ndarray
+    """(N,) float64: the same for side b."""
+    nearest_a: np.ndarray
+    """(N,) int64: index of the nearest transition for side a."""
+    nearest_b: np.ndarray
+    """(N,) int64: index of the nearest transition for side b."""
+    center: np.ndarray
+    """(D + A,) offset subtracted before scaling."""
+    scale: np.ndarray
+    """(D + A,) per-coordinate divisor."""
+    normalize: str
+    """``standard``, ``range`` or ``none``."""
+    dataset_size: int
+    """T."""
+
+    @property
+    def distance(self) -> np.ndarray:
+        """(N,) the worse-covered side of each query: ``max(distance_a, distance_b)``."""
+        return np.maximum(self.distance_a, self.distance_b)
+
+    def summary(self) -> dict[str, float]:
+        """Mean, median, 90th percentile and maximum of :attr:`distance`."""
+        d = self.distance
+        return {
+            "mean": float(d.mean()),
+            "median": float(np.median(d)),
+            "p90": float(np.quantile(d, 0.9)),
+            "max": float(d.max()),
+        }
+
+
+def normalizer(points: np.ndarray, normalize: str = "standard") -> tuple[np.ndarray, np.ndarray]:
+    """``(center, scale)`` of shape (K,) for data points (T, K) under a normalisation."""
+    check_choice(normalize, NORMALIZATIONS, "normalize")
+    points = np.asarray(points, dtype=np.float64)
+    k = points.shape[1]
+    if normalize == "none":
+        return np.zeros(k), np.ones(k)
+    if normalize == "standard":
+        center, scale = points.mean(axis=0), points.std(axis=0)
+    else:
+        center, scale = points.min(axis=0), points.max(axis=0) - points.min(axis=0)
+    # A coordinate the data never varies is left in raw units instead of dividing by zero.
+    scale = np.where(scale > 1e-8, scale, 1.0)
+    return center, scale
+
+
+def nearest_distances(
+    queries: np.ndarray, points: np.ndarray, normalize: str = "standard", workers: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Normalised distance from each query (N, K) to its nearest point (T, K).
+
+    Returns:
+        ``(distance (N,), index (N,), center (K,), scale (K,))``; distances are divided by
+        ``sqrt(K)`` (see the module docstring).
+    """
+    from scipy.spatial import cKDTree
+
+    queries = np.asarray(queries, dtype=np.float64)
+    points = np.asarray(points, dtype=np.float64)
+    if queries.ndim != 2 or points.ndim != 2 or queries.shape[1] != points.shape[1]:
+        raise ValueError(f"queries (N, K) and points (T, K) must agree in K, got {queries.shape} and {points.shape}")
+    if points.shape[0] == 0:
+        raise ValueError("points must hold at least one row")
+    center, scale = normalizer(points, normalize)
+    tree = cKDTree((points - center) / scale)
+    dist, index = tree.query((queries - center) / scale, k=1, workers=workers)
+    return dist / np.sqrt(points.shape[1]), index.astype(np.int64), center, scale
+
+
+def query_dataset_distances(
+    queries: QueryLike, data: Mapping[str, np.ndarray], normalize: str = "standard", workers: int = 1
+) -> CoverageResult:
+    """Distance of every query's (state, first action) pairs to the dataset's (state, action) pairs.
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet` (or any object with ``obs_a``,
+            ``obs_b`` (N, D) and ``action_a``, ``action_b`` (N, A)).
+        data: a D4RL-format dataset (T transitions).
+        normalize: ``standard`` (default), ``range`` or ``none``; see the module docstring.
+        workers: threads for the tree queries (``-1``: all cores).
+
+    Returns:
+        A :class:`CoverageResult`.
+    """
+    points = np.concatenate([np.asarray(data["observations"]), np.asarray(data["actions"])], axis=1)
+    side_a = np.concatenate([np.asarray(queries.obs_a), np.asarray(queries.action_a)], axis=1)
+    side_b = np.concatenate([np.asarray(queries.obs_b), np.asarray(queries.action_b)], axis=1)
+    if side_a.shape[1] != points.shape[1]:
+        raise ValueError(
+            f"queries have state+action size {side_a.shape[1]} but the dataset has {points.shape[1]}; "
+            "are they from the same environment?"
+        )
+    n = side_a.shape[0]
+    dist, index, center, scale = nearest_distances(np.concatenate([side_a, side_b]), points, normalize, workers)
+    return CoverageResult(
+        distance_a=dist[:n],
+        distance_b=dist[n:],
+        nearest_a=index[:n],
+        nearest_b=index[n:],
+        center=center,
+        scale=scale,
+        normalize=normalize,
+        dataset_size=int(points.shape[0]),
+    )
+
+
+def coverage_table(queries: QueryLike, datasets: Mapping[str, Mapping[str, np.ndarray]], normalize: str = "standard"):
+    """One row per dataset: size and summary of the query distances (a pandas DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for name, data in datasets.items():
+        result = query_dataset_distances(queries, data, normalize)
+        rows.append({"dataset": name, "transitions": result.dataset_size, **result.summary()})
+    return pd.DataFrame(rows)
+
+
+def plot_query_distances(
+    results: CoverageResult | Mapping[str, CoverageResult], ax: Any = None, bins: int = 40, log: bool = False
+):
+    """Histogram of :attr:`CoverageResult.distance` per dataset (step outlines share the bins)."""
+    import matplotlib.pyplot as plt
+
+    if isinstance(results, CoverageResult):
+        results = {"dataset": results}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    values = [r.distance for r in results.values()]
+    hi = max(float(v.max()) for v in values) if values else 1.0
+    edges = np.geomspace(max(1e-3, min(float(v[v > 0].min()) for v in values if (v > 0).any())), hi, bins + 1) if log else np.linspace(0.0, hi, bins + 1)
+    for name, r in results.items():
+        ax.hist(r.distance, bins=edges, histtype="step", linewidth=1.5, label=f"{name} (median {np.median(r.distance):.2f})")
+    if log:
+        ax.set_xscale("log")
+    normalize = next(iter(results.values())).normalize if results else "standard"
+    unit = {"standard": "dataset std units", "range": "dataset range units", "none": "raw units"}[normalize]
+    ax.set_xlabel(f"query-to-dataset distance ({unit})")
+    ax.set_ylabel("queries (count)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def visitation_histogram(
+    data: Mapping[str, np.ndarray], env_name: str, bins_per_cell: int = 8
+) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+    """2-D histogram of a maze dataset's visited (x, y) positions.
+
+    Returns:
+        ``(counts (rows * bins_per_cell, cols * bins_per_cell), extent)`` with row 0 at the top
+        (``imshow(counts, extent=extent)`` draws it in the environment's frame, metres).
+    """
+    from .maze import MazeGeometry
+
+    spec = get_spec(env_name)
+    if not spec.is_maze:
+        raise ValueError(f"env_name must be a maze for a position heat map, got {env_name!r}")
+    geometry = MazeGeometry(spec.maze_map)
+    x0, x1, y0, y1 = geometry.extent()
+    h, w = geometry.shape
+    xy = np.asarray(data["observations"])[:, :2]
+    counts, _, _ = np.histogram2d(
+        xy[:, 1], xy[:, 0], bins=(h * bins_per_cell, w * bins_per_cell), range=((y0, y1), (x0, x1))
+    )
+    return counts[::-1], (x0, x1, y0, y1)
+
+
+def _draw_walls(env_name: str, ax) -> None:
+    try:
+        from ..plotting import draw_maze
+    except ImportError:
+        draw_maze = None
+    if draw_maze is not None:
+        draw_maze(env_name, ax=ax)
+        return
+    from matplotlib.patches import Rectangle
+
+    from .maze import MazeGeometry
+
+    spec = get_spec(env_name)
+    geometry = MazeGeometry(spec.maze_map)
+    for r, row in enumerate(spec.maze_map):
+        for c, wall in enumerate(row):
+            if wall:
+                x, y = geometry.cell_center(np.array([r, c]))
+                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1.0, 1.0, color="0.25", zorder=3))
+    x0, x1, y0, y1 = geometry.extent()
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+
+
+def plot_maze_visitation(
+    data: Mapping[str, np.ndarray], env_name: str, ax: Any = None, bins_per_cell: int = 8, log: bool = True
+):
+    """Heat map of where a maze dataset's ball has been, over the maze's walls."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    counts, extent = visitation_histogram(data, env_name, bins_per_cell)
+    shown = np.ma.masked_equal(counts, 0)
+    norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max()))) if log else None
+    image = ax.imshow(shown, extent=extent, origin="upper", cmap="viridis", norm=norm, zorder=1)
+    _draw_walls(env_name, ax)
+    ax.figure.colorbar(image, ax=ax, label="visits per bin (count)")
+    return ax
+
+
+def principal_components(datasets: Mapping[str, Mapping[str, np.ndarray]], n_components: int = 2) -> dict[str, np.ndarray]:
+    """Project every dataset's standardised observations on the principal axes of all of them.
+
+    Returns:
+        name -> (T, n_components) projections (a shared basis, so plots are comparable).
+    """
+    stacked = np.concatenate([np.asarray(d["observations"], dtype=np.float64) for d in datasets.values()])
+    center, scale = normalizer(stacked, "standard")
+    z = (stacked - center) / scale
+    _, _, vt = np.linalg.svd(z - z.mean(axis=0), full_matrices=False)
+    basis = vt[:n_components].T
+    return {
+        name: ((np.asarray(d["observations"], dtype=np.float64) - center) / scale) @ basis for name, d in datasets.items()
+    }
+
+
+def plot_state_visitation(
+    datasets: Mapping[str, Mapping[str, np.ndarray]], ax: Any = None, max_points: int = 5000, seed: int = 0
+):
+    """Scatter of observations of several datasets on their shared first two principal components."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.5))
+    rng = np.random.default_rng(seed)
+    for name, proj in principal_components(datasets).items():
+        take = rng.choice(len(proj), size=min(max_points, len(proj)), replace=False)
+        ax.scatter(proj[take, 0], proj[take, 1], s=2, alpha=0.4, label=name)
+    ax.set_xlabel("principal component 1 (standardised units)")
+    ax.set_ylabel("principal component 2 (standardised units)")
+    ax.legend(markerscale=5, fontsize="small")
+    return ax
