@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Rebuild every shipped policy of the benchmark: the four query policies of each of the seven
+# environments and the medium/expert behaviour policies of the three locomotion datasets.
+#
+# Each job is one deterministic PPO run (`opcc-edu build policies ENV [--behavior]`, seed 0 for
+# query policies, seed 1 for behaviour policies) that writes its weights, its candidate log and
+# its rows of policy_table.json / behavior.json under opcc_edu/assets/. Jobs run in two queues
+# of one thread each (about an hour on two CPU cores at roughly 2,500-3,500 PPO steps/s).
+#
+# Usage: scripts/train_all_policies.sh [all|A|B|job ENV query|behavior STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+LOG_DIR=${LOG_DIR:-runs}
+mkdir -p "$LOG_DIR"
+
+# "environment kind PPO-steps"; the two queues take about the same time.
+QUEUE_A=(
+    "halfcheetah query 2500000"
+    "walker2d query 2500000"
+    "hopper behavior 2000000"
+    "maze2d-umaze query 600000"
+    "maze2d-open query 300000"
+)
+QUEUE_B=(
+    "hopper query 2500000"
+    "halfcheetah behavior 2000000"
+    "walker2d behavior 2000000"
+    "maze2d-large query 2000000"
+    "maze2d-medium query 1200000"
+)
+
+run_job() {
+    local env=$1 kind=$2 steps=$3
+    local extra=()
+    if [[ $kind == behavior ]]; then extra=(--behavior); fi
+    echo "$(date -u +%FT%TZ) start $env $kind $steps"
+    nice -n 10 opcc-edu build policies "$env" "${extra[@]}" --steps "$steps" --checkpoints 24 \
+        >"$LOG_DIR/policies_${env}_${kind}.txt" 2>&1
+    echo "$(date -u +%FT%TZ) done  $env $kind"
+}
+
+run_queue() {
+    local job
+    for job in "$@"; do
+        # shellcheck disable=SC2086
+        run_job $job
+    done
+}
+
+case ${1:-all} in
+    all)
+        run_queue "${QUEUE_A[@]}" &
+        run_queue "${QUEUE_B[@]}" &
+        wait
+        ;;
+    A) run_queue "${QUEUE_A[@]}" ;;
+    B) run_queue "${QUEUE_B[@]}" ;;
+    job) shift; run_job "$@" ;;
+    *) echo "usage: $0 [all|A|B|job ENV query|behavior STEPS]" >&2; exit 2 ;;
+esac
