@@ -9,6 +9,7 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.confidence` -- EV, PCI and U-PCI confidences from ensemble value estimates.
 * :mod:`opcc_edu.metrics` -- exact risk-coverage metrics (AURCC, RPP, CR_K, AUGRC, ...).
 * :mod:`opcc_edu.policies` -- the query and behaviour policies (PPO-trained, exported actors).
+* :mod:`opcc_edu.datasets` -- offline datasets in D4RL's format (generated, cached, or loaded).
 """
 
 __version__ = "0.1.0"
@@ -48,6 +49,16 @@ from .policies import (
     load_policy,
     policy_table,
     save_actor,
+)
+from .datasets import (
+    DATASET_NAMES,
+    DEFAULT_DATASET,
+    dataset_names,
+    iterate_episodes,
+    load_d4rl_hdf5,
+    load_dataset,
+    query_dataset_distances,
+    summarize_dataset,
 )
 
 __all__ = [
@@ -95,4 +106,12 @@ __all__ = [
     "load_policy",
     "policy_table",
     "save_actor",
+    "DATASET_NAMES",
+    "DEFAULT_DATASET",
+    "dataset_names",
+    "iterate_episodes",
+    "load_d4rl_hdf5",
+    "load_dataset",
+    "query_dataset_distances",
+    "summarize_dataset",
 ]
