@@ -2,7 +2,7 @@
 
 The OPCC benchmark compares four hand-picked policies of distinct quality per environment
 (paper Section 4, step 1; their returns are in Table 9). Here they are trained with PPO from
-stable-baselines3 {cite}`schulman2017ppo,raffin2021sb3` and exported to :class:`Actor`, a plain
+stable-baselines3 (Schulman et al., 2017; Raffin et al., 2021) and exported to :class:`Actor`, a plain
 torch module, so that *using* them needs neither stable-baselines3 nor pickle: weights are
 safetensors files under ``opcc_edu/assets/policies/<env>/level<k>.safetensors``.
 
@@ -794,6 +794,55 @@ def behavior_train_args(env_name: str, assets_dir: str | os.PathLike | None = No
     args = dict(behavior_info(env_name, assets_dir)["train_ppo_args"])
     args["config"] = PPOConfig.from_dict(args["config"])
     return args
+
+
+def replay_behavior_run(
+    env_name: str,
+    transition_callback: TransitionCallback,
+    until_step: int | None = None,
+    out_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    assets_dir: str | os.PathLike | None = None,
+) -> Path:
+    """Re-run the behaviour-policy training of ``env_name``, reporting every transition.
+
+    This is how D4RL's *medium-replay* data is rebuilt: every transition the training run
+    collected up to the medium checkpoint. The run is deterministic and its schedules are
+    constant, so stopping at ``until_step`` reproduces the original run's first steps exactly.
+
+    Args:
+        env_name: a locomotion environment.
+        transition_callback: see :func:`train_ppo`.
+        until_step: stop after this many transitions (rounded up to a rollout); default the
+            medium checkpoint's step, in which case the replayed policy is checked to equal the
+            shipped *medium* weights.
+        out_dir: where the replay's final checkpoint goes (default: the cache).
+        progress: show a progress bar.
+        assets_dir: read the behaviour metadata from another assets directory (tests).
+
+    Returns:
+        Path of the replay's final checkpoint.
+
+    Raises:
+        RuntimeError: the replay did not reproduce the shipped medium policy (for example a
+            different stable-baselines3 or MuJoCo version changed the run).
+    """
+    info = behavior_info(env_name, assets_dir)
+    args = behavior_train_args(env_name, assets_dir)
+    check_medium = until_step is None
+    args["total_steps"] = int(info["medium_step"] if until_step is None else until_step)
+    out = Path(out_dir) if out_dir else cache_dir("policy_runs", env_name, f"behavior_replay_{args['total_steps']}")
+    path = train_ppo(**args, checkpoint_steps=[], out_dir=out, progress=progress, transition_callback=transition_callback)[-1]
+    if check_medium:
+        replayed = load_actor(path)[0].state_dict()
+        shipped = load_behavior_policy(env_name, "medium", assets_dir).state_dict()
+        if not all(torch.equal(replayed[k], shipped[k]) for k in shipped):
+            versions = json.dumps(info.get("package_versions", {}))
+            raise RuntimeError(
+                f"replaying the {env_name} behaviour run did not reproduce the shipped medium policy; "
+                f"it was trained with {versions}, this is {json.dumps(_package_versions())}"
+            )
+    return path
 
 
 def policy_table(env_name: str | None = None, assets_dir: str | os.PathLike | None = None):

@@ -199,11 +199,18 @@ def test_build_entry_points_write_assets_that_replay(tmp_path):
     assert entry["medium_step"] < entry["expert_step"] == 1536
     args = policies.behavior_train_args("hopper", assets_dir=tmp_path)
     assert args["config"] == TINY and args["seed"] == policies.BEHAVIOR_SEED
-    args["total_steps"] = entry["medium_step"]
-    replay = policies.train_ppo(**args, checkpoint_steps=[], out_dir=tmp_path / "replay", progress=False)
-    medium = policies.load_behavior_policy("hopper", "medium", assets_dir=tmp_path)
-    replayed = load_actor(replay[-1])[0]
-    assert all(torch.equal(medium.state_dict()[k], replayed.state_dict()[k]) for k in medium.state_dict())
+    rec = Recorder()
+    # Raises unless the replay reproduces the shipped medium weights bit for bit.
+    policies.replay_behavior_run("hopper", rec, out_dir=tmp_path / "replay", progress=False, assets_dir=tmp_path)
+    assert rec.stacked()[0].shape == (entry["medium_step"] // TINY.n_envs, TINY.n_envs, 11)
+    # A shipped medium policy that the run cannot reproduce is reported, never used silently.
+    medium_path = tmp_path / "behavior" / "hopper" / "medium.safetensors"
+    medium, meta = load_actor(medium_path)
+    with torch.no_grad():
+        medium.layers[0].bias[0] += 1e-3
+    save_actor(medium_path, medium, meta)
+    with pytest.raises(RuntimeError, match="did not reproduce"):
+        policies.replay_behavior_run("hopper", Recorder(), out_dir=tmp_path / "replay2", progress=False, assets_dir=tmp_path)
 
 
 def test_bad_arguments_name_the_valid_choices():
