@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "run": "opcc_edu.commands:add_run",
     "mdp-demo": "opcc_edu.commands:add_mdp_demo",
     "build": "opcc_edu.build_cli:add_build",
+    "ablation": "opcc_edu.experiments:add_ablation_parser",
+    "report": "opcc_edu.experiments:add_report_parser",
 }
 
 
