@@ -484,43 +484,33 @@ class GridSpec:
         return len(self.runs())
 
 
-def _dataset_module():
-    try:
-        from . import datasets
-    except ImportError:  # pragma: no cover - the datasets subsystem is part of the package
-        return None
-    return datasets
-
-
 def default_datasets(env_name: str, profile: Profile | str | None = None, all_types: bool = False) -> tuple[str, ...]:
     """Datasets a grid uses for ``env_name``.
 
     The paper averaged its ablations over the five locomotion datasets and used the ``1m`` maze
     data; the ``paper`` profile does the same. Smaller profiles use the environment's default
     dataset only, to stay affordable. ``all_types=True`` (the dataset-type ablation) returns
-    every dataset name of the environment.
+    every dataset name of the environment -- except maze prefixes that the profile's
+    ``dataset_size`` cuts to the same length (in ``tiny`` the 100k and 1m prefixes are both
+    20,000 transitions of one stream, hence identical): of those only the largest name stays.
     """
-    from .envs import get_spec
+    from .datasets import DEFAULT_DATASET, dataset_names, get_recipe
 
-    spec = get_spec(env_name)
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
-    module = _dataset_module()
-    names: tuple[str, ...] | None = None
-    default: str | None = None
-    if module is not None:
-        if hasattr(module, "dataset_names"):
-            names = tuple(module.dataset_names(env_name))
-        if hasattr(module, "DEFAULT_DATASET"):
-            default = module.DEFAULT_DATASET.get(env_name)
-    if names is None:
-        names = ("1k", "10k", "100k", "1m") if spec.kind == "maze" else ("random", "medium", "medium-replay", "expert", "medium-expert")
-    if default is None:
-        default = "1m" if spec.kind == "maze" else "medium"
-    if all_types:
-        return names
-    if profile.name == "paper":
-        return ("1m",) if spec.kind == "maze" else names
-    return (default,)
+    names = tuple(dataset_names(env_name))
+    if not all_types:
+        if profile.name == "paper":
+            return ("1m",) if "1m" in names else names
+        return (DEFAULT_DATASET[env_name],)
+    kept: dict[Any, str] = {}
+    for name in names:
+        recipe = get_recipe(env_name, name)
+        if getattr(recipe, "method", None) == "navigation":
+            key: Any = ("navigation", min(int(recipe.max_size), int(profile.dataset_size)))
+        else:
+            key = name
+        kept[key] = name  # a later (larger) prefix of the same length replaces the earlier one
+    return tuple(kept.values())
 
 
 def plan_ablation(

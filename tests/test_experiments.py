@@ -115,6 +115,9 @@ def test_dataset_type_grid_uses_every_dataset_and_paper_profile_all_locomotion_d
     assert len(paper.datasets["hopper"]) == 5 and paper.datasets["maze2d-large"] == ("1m",)
     tiny = ex.plan_ablation("horizon", "tiny", environments=["hopper"], seeds=1)
     assert len(tiny.datasets["hopper"]) == 1
+    # tiny cuts the 100k and 1m maze prefixes to the same 20,000 transitions: run one of them
+    assert ex.default_datasets("maze2d-umaze", "tiny", all_types=True) == ("1k", "10k", "1m")
+    assert ex.default_datasets("maze2d-umaze", "classroom", all_types=True) == ("1k", "10k", "100k", "1m")
 
 
 def test_ensemble_count_levels_scale_the_paper_fractions():
