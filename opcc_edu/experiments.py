@@ -96,6 +96,8 @@ __all__ = [
     "plot_level_risk_coverage",
     "paper_results",
     "compare_with_paper",
+    "level_differences",
+    "plot_comparison",
     "format_table",
     "report_text",
     "write_report",
@@ -1282,6 +1284,81 @@ def compare_with_paper(ours: Any, ablation: str | Ablation, ensemble_size: int |
     merged["overlap"] = overlap.where(defined, other=np.nan)
     columns = ["environment", "level", "paper_level", "metric", "ours_mean", "ours_ci", "n_samples", "paper_mean", "paper_ci", "paper_table", "overlap"]
     return merged[columns]
+
+
+def level_differences(table: Any, ablation: str | Ablation, reference: str | None = None) -> Any:
+    """Each level against a reference level, per environment and metric.
+
+    The paper calls a difference significant when the two 95% intervals do not intersect
+    (Section 7); this applies the same reading to any tidy table with columns environment,
+    level, metric, mean and ci -- :func:`aggregate`'s output or :func:`paper_results`.
+
+    Args:
+        table: tidy table of means and half-widths.
+        ablation: registry key or :class:`Ablation` (for the level order).
+        reference: the level compared against (default: the ablation's first level present).
+
+    Returns:
+        DataFrame with environment, metric, reference, level, difference (level - reference),
+        separated (intervals disjoint; ``False`` when an interval is missing).
+    """
+    import pandas as pd
+
+    ablation = get_ablation(ablation)
+    records = []
+    for env in dict.fromkeys(table["environment"]):
+        part = table[table["environment"] == env]
+        order = _level_order(ablation, part["level"].astype(str))
+        ref = reference if reference is not None else (order[0] if order else None)
+        if ref is None or ref not in order:
+            continue
+        for metric in dict.fromkeys(part["metric"]):
+            rows = part[part["metric"] == metric].assign(level=lambda f: f["level"].astype(str)).drop_duplicates("level").set_index("level")
+            if ref not in rows.index:
+                continue
+            base = rows.loc[ref]
+            for lv in order:
+                if lv == ref or lv not in rows.index:
+                    continue
+                other = rows.loc[lv]
+                separated = bool(
+                    np.isfinite(base["ci"]) and np.isfinite(other["ci"])
+                    and abs(other["mean"] - base["mean"]) > base["ci"] + other["ci"]
+                )
+                records.append(
+                    {"environment": env, "metric": metric, "reference": ref, "level": lv, "difference": float(other["mean"] - base["mean"]), "separated": separated}
+                )
+    return pd.DataFrame(records, columns=["environment", "metric", "reference", "level", "difference", "separated"])
+
+
+def plot_comparison(comparison: Any, metric: str = "aurcc", ax: Any = None, titles: Mapping[str, str] | None = None):
+    """Bar chart of :func:`compare_with_paper`: ours and the paper's mean +- 95% interval per
+    (environment, level) for one metric.
+
+    Returns:
+        The matplotlib Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    from .metrics import METRIC_NAMES
+
+    check_choice(metric, METRICS, "metric")
+    part = comparison[comparison["metric"] == metric].reset_index(drop=True)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(part) + 1.5), 3.5))
+    x = np.arange(len(part))
+    ours_err = np.nan_to_num(part["ours_ci"].to_numpy(dtype=float))
+    paper_err = np.nan_to_num(part["paper_ci"].to_numpy(dtype=float))
+    ax.bar(x - 0.2, part["ours_mean"], width=0.4, yerr=ours_err, capsize=3, label="ours")
+    ax.bar(x + 0.2, part["paper_mean"].fillna(0.0), width=0.4, yerr=paper_err, capsize=3, label="paper", alpha=0.8)
+    names = [(titles or {}).get(lv, lv) for lv in part["level"]]
+    multi_env = part["environment"].nunique() > 1
+    labels = [f"{env}\n{name}" if multi_env else name for env, name in zip(part["environment"], names)]
+    ax.set_xticks(x, labels, fontsize="small")
+    ax.set_ylabel(f"{METRIC_NAMES[metric]} (fraction)")
+    ax.set_xlabel("level")
+    ax.legend(fontsize="small")
+    return ax
 
 
 def _fmt(mean: float, half: float, digits: int = 3) -> str:

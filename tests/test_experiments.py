@@ -417,3 +417,28 @@ def test_real_runner_smoke_on_the_tiny_profile(tmp_path, monkeypatch):
     row = results[(results["horizon"] == "all") & (results["confidence"] == "ev") & (results["ensemble_count"] == results["ensemble_size"])].iloc[0]
     assert 0.0 <= row["aurcc"] <= 1.0
     assert 0.0 <= row["loss"] <= 1.0 and row["n"] > 0
+
+
+def test_level_differences_use_the_papers_interval_reading():
+    paper = ex.paper_results("prior-scale")
+    diffs = ex.level_differences(paper, "prior-scale")
+    row = diffs[(diffs["environment"] == "maze2d-large") & (diffs["metric"] == "aurcc")].iloc[0]
+    # Table 10, large maze: 0.14 +- 0.015 without prior, 0.104 +- 0.017 with scale 5
+    assert row["reference"] == "0" and row["level"] == "5"
+    assert math.isclose(row["difference"], 0.104 - 0.14) and row["separated"]
+    row = diffs[(diffs["environment"] == "hopper") & (diffs["metric"] == "aurcc")].iloc[0]
+    assert not row["separated"]  # Table 6: 0.141 +- 0.005 vs 0.145 +- 0.003
+    horizon = ex.level_differences(ex.paper_results("horizon"), "horizon")
+    assert set(horizon[horizon["environment"] == "hopper"]["reference"]) == {"10"}
+
+
+def test_plot_comparison(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    _, results = _grid_results(tmp_path, "prior-scale", seeds=2)
+    comparison = ex.compare_with_paper(ex.aggregate(results, "prior-scale"), "prior-scale")
+    ax = ex.plot_comparison(comparison, "aurcc")
+    assert len(ax.patches) == 4 and "AURCC" in ax.get_ylabel()
+    with pytest.raises(ValueError, match="metric"):
+        ex.plot_comparison(comparison, "auroc")
