@@ -465,7 +465,9 @@ def plot_risk_coverage(
     plot_kwargs.setdefault("markersize", 3)
     ax.plot(coverage, risk, label=text, **plot_kwargs)
     ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(bottom=0.0)
+    # Fixed limits stop autoscaling, so widen them to every curve drawn so far on this Axes.
+    highest = max((float(np.max(line.get_ydata(), initial=0.0)) for line in ax.get_lines()), default=0.0)
+    ax.set_ylim(0.0, max(highest * 1.05, 0.01))
     ax.set_xlabel("coverage (fraction of queries answered)")
     ax.set_ylabel("selective risk (fraction wrong)")
     ax.legend(loc="upper left", fontsize="small")

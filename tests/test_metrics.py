@@ -327,6 +327,10 @@ def test_plot_risk_coverage_returns_labelled_axes():
     assert "gold" in line.get_label() and "0.333" in line.get_label()
     _, existing = plt.subplots()
     assert metrics.plot_risk_coverage(GOLD_PRED, GOLD_TARGET, GOLD_CONF, ax=existing) is existing
+    # A later, higher curve widens the risk axis instead of being clipped.
+    metrics.plot_risk_coverage(GOLD_PRED, 1 - GOLD_PRED, GOLD_CONF, ax=existing)  # every answer wrong
+    assert existing.get_ylim()[0] == 0.0 and existing.get_ylim()[1] >= 1.0
+    assert len(existing.get_lines()) == 2
     plt.close("all")
 
 
