@@ -86,9 +86,13 @@ __all__ = [
     "plan_ablation",
     "score_values",
     "baseline_answer_function",
+    "synthetic_answer_function",
     "run_grid",
     "run_ablation",
     "results_dir",
+    "find_results_root",
+    "committed_results",
+    "read_meta",
     "load_results",
     "load_run_values",
     "aggregate",
@@ -666,6 +670,53 @@ def score_values(
     return rows
 
 
+def synthetic_answer_function(
+    n_queries: int = 300,
+    ensemble_size: int = 10,
+    horizons: Sequence[int] = (10, 20, 30, 40, 50),
+) -> AnswerFunction:
+    """An instant stand-in for training: member values from
+    :func:`opcc_edu.confidence.synthetic_ensemble`, one query set per (environment, dataset,
+    seed), with model error growing with the horizon.
+
+    It ignores the configuration's overrides -- synthetic values know nothing about priors or
+    model types -- so it is for exercising the runner (grids, resumption, aggregation,
+    reports) in a second, not for conclusions about the baselines.
+
+    Args:
+        n_queries: queries N per run, split evenly over ``horizons``.
+        ensemble_size: members M.
+        horizons: query horizons.
+
+    Returns:
+        An :data:`AnswerFunction`.
+    """
+    import zlib
+
+    from .confidence import synthetic_ensemble
+
+    horizons = tuple(int(h) for h in horizons)
+    if not horizons:
+        raise ValueError("horizons must hold at least one horizon")
+    per_h = max(1, int(n_queries) // len(horizons))
+
+    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+        base = zlib.crc32(f"{run.environment}/{run.dataset}/{run.seed}".encode())
+        parts = [
+            synthetic_ensemble(per_h, ensemble_size, seed=base + h, difficulty_range=(0.2 * h, 4.0 * h))
+            for h in horizons
+        ]
+        return RunValues(
+            np.concatenate([p.values_a for p in parts]),
+            np.concatenate([p.values_b for p in parts]),
+            np.concatenate([p.target for p in parts]),
+            np.repeat(np.asarray(horizons), per_h),
+            info={"synthetic": True},
+        )
+
+    return answer
+
+
 def _baselines_module():
     try:
         from . import baselines
@@ -986,6 +1037,47 @@ def run_ablation(
         grid, directory, answer_fn=answer_fn, profile=profile, progress=progress, max_runs=max_runs, label=ablation.name, command=command
     )
     return aggregate(results, ablation, grid=grid)
+
+
+def find_results_root(start: str | os.PathLike | None = None) -> Path | None:
+    """The repository's committed ``results/ablations`` directory, or ``None``.
+
+    Searched from ``start`` (default: the working directory, e.g. ``book/`` when a chapter
+    runs) upwards, then next to the package's source tree (an editable install). A package
+    installed from a wheel ships no results.
+    """
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents, Path(__file__).resolve().parents[1]):
+        candidate = folder / "results" / "ablations"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def committed_results(root: str | os.PathLike | None = None, prefer: Sequence[str] = ("paper", "classroom", "tiny")) -> Path | None:
+    """The results directory of the largest profile with finished runs under ``root``.
+
+    Args:
+        root: results root (default :func:`find_results_root`).
+        prefer: profiles in order of preference.
+
+    Returns:
+        ``<root>/<profile>`` or ``None`` when nothing was committed.
+    """
+    root_path = Path(root) if root is not None else find_results_root()
+    if root_path is None:
+        return None
+    for name in prefer:
+        if (root_path / name / "runs.csv").exists():
+            return root_path / name
+    return None
+
+
+def read_meta(directory: str | os.PathLike) -> dict[str, Any]:
+    """``meta.json`` of a results directory: one session per invocation (command, machine,
+    profile, start time, wall seconds, runs completed) and ``total_wall_seconds``."""
+    path = Path(directory) / "meta.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def load_results(directory: str | os.PathLike) -> Any:
@@ -1418,11 +1510,6 @@ def format_table(comparison: Any, metrics: Sequence[str] = METRICS, fmt: str = "
     return "\n".join(lines)
 
 
-def _meta(directory: Path) -> dict[str, Any]:
-    path = directory / "meta.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
 def report_text(out: str | os.PathLike | None = None, fmt: str = "markdown", profiles: Sequence[str] | None = None) -> str:
     """Every ablation with results under ``out`` (one directory per profile), ours vs paper.
 
@@ -1459,7 +1546,7 @@ def report_text(out: str | os.PathLike | None = None, fmt: str = "markdown", pro
     for profile_name in found:
         directory = root / profile_name
         results = load_results(directory)
-        meta = _meta(directory)
+        meta = read_meta(directory)
         chunks.append(heading(2, f"Profile {profile_name}"))
         sessions = meta.get("sessions", [])
         if sessions:

@@ -442,3 +442,28 @@ def test_plot_comparison(tmp_path):
     assert len(ax.patches) == 4 and "AURCC" in ax.get_ylabel()
     with pytest.raises(ValueError, match="metric"):
         ex.plot_comparison(comparison, "auroc")
+
+
+def test_synthetic_answer_function_is_deterministic_and_harder_at_long_horizons(tmp_path):
+    answer = ex.synthetic_answer_function(n_queries=500, ensemble_size=6)
+    run = ex.RunSpec("maze2d-umaze", "1m", 0, {})
+    first, second = answer(run), answer(run)
+    np.testing.assert_array_equal(first.values_a, second.values_a)
+    assert first.values_a.shape == (500, 6) and set(first.horizon) == set(HORIZONS)
+    other = answer(ex.RunSpec("maze2d-umaze", "1m", 1, {}))
+    assert not np.array_equal(first.values_a, other.values_a)
+    results = ex.run_grid(ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=3), tmp_path, answer_fn=answer, progress=False)
+    loss = ex.aggregate(results, "horizon").query("metric == 'loss'")["mean"].to_numpy()
+    assert loss[-1] > loss[0]
+
+
+def test_committed_results_prefers_the_largest_profile(tmp_path):
+    root = tmp_path / "results" / "ablations"
+    assert ex.committed_results(root) is None
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    ex.run_grid(ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=1), root / "tiny", answer_fn=answer, progress=False)
+    assert ex.committed_results(root) == root / "tiny"
+    ex.run_grid(ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1), root / "classroom", answer_fn=answer, profile="classroom", progress=False)
+    assert ex.committed_results(root) == root / "classroom"
+    assert ex.find_results_root(tmp_path / "results") == root
+    assert ex.read_meta(root / "tiny")["sessions"][0]["runs_completed"] == 1
