@@ -10,6 +10,9 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.metrics` -- exact risk-coverage metrics (AURCC, RPP, CR_K, AUGRC, ...).
 * :mod:`opcc_edu.policies` -- the query and behaviour policies (PPO-trained, exported actors).
 * :mod:`opcc_edu.datasets` -- offline datasets in D4RL's format (generated, cached, or loaded).
+* :mod:`opcc_edu.simulate` -- exact ground-truth values, many queries batched in the simulator.
+* :mod:`opcc_edu.queries` -- policy-comparison query sets: contract, construction, shipped sets.
+* :mod:`opcc_edu.plotting` -- maze drawings, query scatter plots, value gaps, query explorer.
 """
 
 __version__ = "0.1.0"
@@ -60,6 +63,9 @@ from .datasets import (
     query_dataset_distances,
     summarize_dataset,
 )
+from .simulate import BatchSimulator, monte_carlo_returns, simulate_trajectories
+from .queries import HORIZONS, QuerySet, build_query_set, gap_threshold, load_queries
+from .plotting import draw_maze, plot_gap_histogram, plot_query, plot_value_scatter, query_explorer
 
 __all__ = [
     "__version__",
@@ -114,4 +120,17 @@ __all__ = [
     "load_dataset",
     "query_dataset_distances",
     "summarize_dataset",
+    "BatchSimulator",
+    "monte_carlo_returns",
+    "simulate_trajectories",
+    "HORIZONS",
+    "QuerySet",
+    "build_query_set",
+    "gap_threshold",
+    "load_queries",
+    "draw_maze",
+    "plot_gap_histogram",
+    "plot_query",
+    "plot_value_scatter",
+    "query_explorer",
 ]
