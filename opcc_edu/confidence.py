@@ -122,6 +122,12 @@ def ensemble_voting(values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarra
         ``V_i < V̂_i`` (a member with ``V_i == V̂_i`` votes 0; an exact half-half split predicts
         1), and (N,) float64 ``|2 k - M| / M`` in {0, 1/M or 2/M, ..., 1}, where k counts the
         votes for 1. Its resolution is at most M//2 + 1 distinct values.
+
+    Note:
+        Voting follows the paper: a member's vote is the truth of ``V_i < V̂_i``. With sparse
+        rewards (the mazes) many members can return exactly equal values; they all vote 0, so
+        an ensemble that agrees exactly on *equal* values answers 0 with confidence 1, whereas
+        PCI and U-PCI give such a query confidence 0.
     """
     a, b = _check_values(values_a, values_b)
     members = a.shape[1]

@@ -290,3 +290,14 @@ def test_synthetic_ensemble_rejects_bad_arguments(kwargs, argument):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=argument):
         cf.synthetic_ensemble(**arguments)
+
+
+def test_members_agreeing_on_equal_values():
+    # EV follows the paper's strict vote (equal values vote 0); the interval methods see no
+    # difference at all and give confidence 0.
+    values = np.full((1, 6), 3.0)
+    prediction, confidence = cf.ensemble_voting(values, values)
+    assert prediction[0] == 0 and confidence[0] == 1.0
+    for function in (cf.paired_confidence_interval, cf.unpaired_confidence_interval):
+        prediction, confidence = function(values, values)
+        assert prediction[0] == 1 and confidence[0] == 0.0
