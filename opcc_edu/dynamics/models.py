@@ -1,0 +1,479 @@
+"""Dynamics-and-reward model ensembles: feed-forward Gaussian and autoregressive.
+
+Every model here predicts, for each member m, the change of observation and the reward of a
+transition: the target of size K = D + 1 is ``concat(next_obs - obs, reward)``. Targets are
+standardised with dataset statistics before training (so that velocities and positions weigh
+alike in the loss) and mapped back at prediction time; inputs ``concat(obs, action)`` are
+standardised too when ``normalize`` is on.
+
+* :class:`FeedForwardEnsemble` -- the MBPO model (Janner et al. 2019): an MLP that outputs the
+  mean and, in stochastic mode, a softly bounded log-variance of a diagonal Gaussian.
+* :class:`AutoregressiveEnsemble` -- Zhang et al. (2021): the target is produced one dimension
+  at a time, each conditioned on the dimensions already produced.
+
+Both may add a randomized constant prior (Osband et al. 2018): a frozen, randomly initialised
+network of the same architecture whose output, times ``prior_scale``, is added to the trained
+network's output.
+
+Shapes: M members, B rows per member, D observation size, A action size, K = D + 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..io import load_tensors, save_tensors
+from ..utils import check_choice, check_positive_int
+from .layers import ACTIVATIONS, EnsembleMLP
+
+MODEL_TYPES: tuple[str, ...] = ("ff", "ar")
+"""Base models: feed-forward Gaussian (``"ff"``) or autoregressive (``"ar"``)."""
+TERMINATION_MODES: tuple[str, ...] = ("predefined", "learned", "none")
+"""How model rollouts decide termination: the environment's predefined function
+(:func:`opcc_edu.envs.termination_fn`), a learned classifier head, or never."""
+
+LOGVAR_MAX_INIT = 0.5
+LOGVAR_MIN_INIT = -10.0
+LOGVAR_BOUND_PENALTY = 0.01
+"""Weight of the penalty that keeps the learned log-variance bounds tight (PETS/MBPO)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Everything needed to rebuild an ensemble's architecture (saved next to its weights)."""
+
+    env_name: str
+    """Environment the model imitates (selects the predefined termination function)."""
+    obs_dim: int
+    """Observation size D."""
+    act_dim: int
+    """Action size A."""
+    ensemble_size: int
+    """Members M."""
+    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
+    """Hidden widths of every member (MBPO: four layers of 200)."""
+    model_type: str = "ff"
+    """``"ff"`` (feed-forward Gaussian) or ``"ar"`` (autoregressive)."""
+    stochastic: bool = False
+    """Sample next observations and rewards (Gaussian) instead of using the mean."""
+    prior_scale: float = 0.0
+    """Scale of the randomized constant prior added to the output; 0 disables it."""
+    normalize: bool = True
+    """Standardise the inputs ``concat(obs, action)`` with dataset statistics."""
+    clip: bool = True
+    """Clip predicted observations and rewards to the dataset's bounds."""
+    termination: str = "predefined"
+    """``"predefined"``, ``"learned"`` or ``"none"`` (see :data:`TERMINATION_MODES`)."""
+    activation: str = "silu"
+    """Hidden activation (MBPO: SiLU)."""
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.obs_dim, "obs_dim")
+        check_positive_int(self.act_dim, "act_dim")
+        check_positive_int(self.ensemble_size, "ensemble_size")
+        check_choice(self.model_type, MODEL_TYPES, "model_type")
+        check_choice(self.termination, TERMINATION_MODES, "termination")
+        check_choice(self.activation, ACTIVATIONS, "activation")
+        if not self.hidden_sizes:
+            raise ValueError("hidden_sizes must name at least one hidden layer, got ()")
+        for h in self.hidden_sizes:
+            check_positive_int(h, "hidden_sizes entry")
+        if not np.isfinite(self.prior_scale) or self.prior_scale < 0:
+            raise ValueError(f"prior_scale must be a finite number >= 0, got {self.prior_scale!r}")
+        object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
+
+    @property
+    def target_dim(self) -> int:
+        """K = D + 1: observation change and reward."""
+        return self.obs_dim + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown ModelSpec fields {sorted(unknown)}; valid fields: {sorted(known)}")
+        data = dict(data)
+        if "hidden_sizes" in data:
+            data["hidden_sizes"] = tuple(data["hidden_sizes"])
+        return cls(**data)
+
+
+class DynamicsEnsemble(nn.Module):
+    """Common machinery of the ensembles: statistics, priors, clipping, termination.
+
+    Subclasses define :meth:`forward` (standardised prediction for training), :meth:`loss`
+    and :meth:`_sample_target` (one standardised target per row, used by :meth:`step`).
+    """
+
+    # Parameter/buffer name prefixes whose tensors carry the member axis first.
+    _MEMBER_PREFIXES: tuple[str, ...] = ("net.", "prior.", "max_logvar", "min_logvar")
+
+    def __init__(self, spec: ModelSpec, in_features: int, out_features: int, generator: torch.Generator | None = None):
+        super().__init__()
+        self.spec = spec
+        m, d, a, k = spec.ensemble_size, spec.obs_dim, spec.act_dim, spec.target_dim
+        self.net = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator)
+        if spec.prior_scale > 0:
+            self.prior = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator)
+            self.prior.requires_grad_(False)
+        else:
+            self.prior = None
+        if spec.stochastic:
+            self.max_logvar = nn.Parameter(torch.full((m, 1, k), LOGVAR_MAX_INIT))
+            self.min_logvar = nn.Parameter(torch.full((m, 1, k), LOGVAR_MIN_INIT))
+        else:
+            self.max_logvar = self.min_logvar = None
+        self.register_buffer("input_mean", torch.zeros(d + a))
+        self.register_buffer("input_std", torch.ones(d + a))
+        self.register_buffer("target_mean", torch.zeros(k))
+        self.register_buffer("target_std", torch.ones(k))
+        self.register_buffer("obs_low", torch.full((d,), -torch.inf))
+        self.register_buffer("obs_high", torch.full((d,), torch.inf))
+        self.register_buffer("reward_low", torch.tensor(-torch.inf))
+        self.register_buffer("reward_high", torch.tensor(torch.inf))
+        self._termination_fn = None
+        if spec.termination == "predefined":
+            from ..envs import termination_fn
+
+            self._termination_fn = termination_fn(spec.env_name)
+
+    # ----------------------------------------------------------------------------------------
+    @property
+    def ensemble_size(self) -> int:
+        return self.spec.ensemble_size
+
+    @property
+    def obs_dim(self) -> int:
+        return self.spec.obs_dim
+
+    @property
+    def act_dim(self) -> int:
+        return self.spec.act_dim
+
+    @property
+    def device(self) -> torch.device:
+        return self.input_mean.device
+
+    def set_statistics(
+        self,
+        observations: np.ndarray | torch.Tensor,
+        actions: np.ndarray | torch.Tensor,
+        next_observations: np.ndarray | torch.Tensor,
+        rewards: np.ndarray | torch.Tensor,
+    ) -> None:
+        """Fit normalisers and clipping bounds to a dataset (shared by all members).
+
+        Args:
+            observations: (T, D).
+            actions: (T, A).
+            next_observations: (T, D).
+            rewards: (T,).
+        """
+        obs, act, nxt, rew = (torch.as_tensor(np.asarray(x), dtype=torch.float64) for x in (observations, actions, next_observations, rewards))
+        inputs = torch.cat([obs, act], dim=-1)
+        targets = torch.cat([nxt - obs, rew[:, None]], dim=-1)
+        with torch.no_grad():
+            if self.spec.normalize:
+                self.input_mean.copy_(inputs.mean(0))
+                self.input_std.copy_(_safe_std(inputs))
+            self.target_mean.copy_(targets.mean(0))
+            self.target_std.copy_(_safe_std(targets))
+            both = torch.cat([obs, nxt])
+            self.obs_low.copy_(both.min(0).values)
+            self.obs_high.copy_(both.max(0).values)
+            self.reward_low.copy_(rew.min())
+            self.reward_high.copy_(rew.max())
+
+    # ----------------------------------------------------------------------------------------
+    def _inputs(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        """Standardised ``concat(obs, act)``: (M, B, D), (M, B, A) -> (M, B, D + A)."""
+        return (torch.cat([obs, act], dim=-1) - self.input_mean) / self.input_std
+
+    def _raw(self, x: torch.Tensor) -> torch.Tensor:
+        """Network output plus the scaled constant prior: (M, B, in) -> (M, B, out)."""
+        out = self.net(x)
+        if self.prior is not None:
+            with torch.no_grad():
+                prior = self.prior(x)
+            out = out + self.spec.prior_scale * prior
+        return out
+
+    def _bound_logvar(self, raw: torch.Tensor) -> torch.Tensor:
+        """Soft bounds: stays in (min_logvar, max_logvar) with gradients everywhere."""
+        logvar = self.max_logvar - F.softplus(self.max_logvar - raw)
+        return self.min_logvar + F.softplus(logvar - self.min_logvar)
+
+    def _logvar_penalty(self) -> torch.Tensor:
+        return LOGVAR_BOUND_PENALTY * (self.max_logvar.sum() - self.min_logvar.sum()) / self.ensemble_size
+
+    def _termination(self, next_obs: torch.Tensor, logit: torch.Tensor | None) -> torch.Tensor:
+        if self.spec.termination == "predefined":
+            return self._termination_fn(next_obs)
+        if self.spec.termination == "learned":
+            return logit > 0
+        return torch.zeros(next_obs.shape[:-1], dtype=torch.bool, device=next_obs.device)
+
+    @torch.no_grad()
+    def step(
+        self, obs: torch.Tensor, act: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One model transition for every member and row.
+
+        Args:
+            obs: (M, B, D) float32 observations; ``obs[m]`` is simulated by member ``m``.
+            act: (M, B, A) float32 actions.
+            generator: torch generator on the model's device (stochastic models only).
+
+        Returns:
+            ``(next_obs (M, B, D), reward (M, B), done (M, B) bool)``; clipped to the data's
+            bounds when ``clip`` is on; ``done`` from the termination mode.
+        """
+        target, logit = self._sample_target(obs, act, generator)
+        target = target * self.target_std + self.target_mean
+        d = self.obs_dim
+        next_obs = obs + target[..., :d]
+        reward = target[..., d]
+        if self.spec.clip:
+            next_obs = torch.maximum(torch.minimum(next_obs, self.obs_high), self.obs_low)
+            reward = reward.clamp(self.reward_low, self.reward_high)
+        return next_obs, reward, self._termination(next_obs, logit)
+
+    def _sample_target(self, obs, act, generator):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def loss(self, obs, act, target, terminal):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def flops_per_step(self) -> int:
+        """FLOPs one member spends on one row per :meth:`step` (matmuls only)."""
+        passes = self.spec.target_dim if self.spec.model_type == "ar" else 1
+        nets = 2 if self.prior is not None else 1
+        return passes * nets * self.net.flops_per_row()
+
+    # ----------------------------------------------------------------------------------------
+    def select_members(self, members: Sequence[int] | slice) -> DynamicsEnsemble:
+        """A new ensemble made of some members (copies), e.g. ``slice(0, 10)`` for a prefix.
+
+        The members of an ensemble are exchangeable, so the first m members of a large
+        ensemble are an ensemble of size m: one 100-member training run serves every
+        ensemble size up to 100.
+        """
+        index = torch.arange(self.ensemble_size)[members] if isinstance(members, slice) else torch.as_tensor(list(members), dtype=torch.long)
+        if index.numel() == 0 or int(index.min()) < 0 or int(index.max()) >= self.ensemble_size:
+            raise ValueError(f"members must select at least one of the {self.ensemble_size} members, got {members!r}")
+        spec = dataclasses.replace(self.spec, ensemble_size=int(index.numel()))
+        new = build_ensemble(spec).to(self.device)
+        state = {}
+        for key, value in self.state_dict().items():
+            state[key] = value[index.to(value.device)] if key.startswith(self._MEMBER_PREFIXES) else value
+        new.load_state_dict(state)
+        return new
+
+
+def _safe_std(x: torch.Tensor) -> torch.Tensor:
+    # Constant columns (e.g. a reward that is always 0 in a small dataset) get std 1 so that
+    # standardising never divides by zero.
+    std = x.std(0)
+    return torch.where(std < 1e-6, torch.ones_like(std), std)
+
+
+class FeedForwardEnsemble(DynamicsEnsemble):
+    """MBPO's feed-forward Gaussian model, M members at once.
+
+    Output layout per row: K means, then K raw log-variances when stochastic, then one
+    termination logit when termination is learned.
+    """
+
+    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None):
+        k = spec.target_dim
+        out = k * (2 if spec.stochastic else 1) + (1 if spec.termination == "learned" else 0)
+        super().__init__(spec, spec.obs_dim + spec.act_dim, out, generator)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Standardised prediction.
+
+        Args:
+            obs: (M, B, D).
+            act: (M, B, A).
+
+        Returns:
+            ``(mean (M, B, K), logvar (M, B, K) or None, termination_logit (M, B) or None)``.
+        """
+        raw = self._raw(self._inputs(obs, act))
+        k = self.spec.target_dim
+        mean = raw[..., :k]
+        logvar = self._bound_logvar(raw[..., k : 2 * k]) if self.spec.stochastic else None
+        logit = raw[..., -1] if self.spec.termination == "learned" else None
+        return mean, logvar, logit
+
+    def loss(
+        self, obs: torch.Tensor, act: torch.Tensor, target: torch.Tensor, terminal: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training loss, summed over members (each member's loss is a mean over its rows).
+
+        Deterministic: mean squared error. Stochastic: Gaussian negative log-likelihood (up to
+        a constant) plus the log-variance bound penalty. Learned termination adds a binary
+        cross-entropy term.
+
+        Args:
+            obs: (M, B, D).
+            act: (M, B, A).
+            target: (M, B, K) standardised targets.
+            terminal: (M, B) float 0/1 (needed only for learned termination).
+
+        Returns:
+            ``(loss, mse (M,))`` -- the scalar to minimise and each member's standardised MSE.
+        """
+        mean, logvar, logit = self(obs, act)
+        err = (mean - target).square()
+        mse = err.mean(dim=(1, 2))
+        if logvar is None:
+            total = mse.sum()
+        else:
+            total = ((err * torch.exp(-logvar) + logvar).mean(dim=(1, 2))).sum() + self._logvar_penalty()
+        if logit is not None:
+            total = total + F.binary_cross_entropy_with_logits(logit, terminal, reduction="none").mean(1).sum()
+        return total, mse.detach()
+
+    def _sample_target(self, obs, act, generator):
+        mean, logvar, logit = self(obs, act)
+        if logvar is None:
+            return mean, logit
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        return mean + noise * torch.exp(0.5 * logvar), logit
+
+
+class AutoregressiveEnsemble(DynamicsEnsemble):
+    """Autoregressive model (Zhang et al. 2021): one target dimension at a time.
+
+    One network per member is shared by all K dimensions: its input is
+    ``concat(standardised obs and action, y * mask_k, onehot(k))`` where ``mask_k`` keeps the
+    dimensions before ``k``; it outputs the mean (and raw log-variance when stochastic) of
+    dimension ``k``, plus a termination logit when termination is learned. Training teaches
+    one random dimension per row with the true earlier dimensions (teacher forcing), so a
+    training step costs the same as the feed-forward model's; a rollout step costs K forward
+    passes, each feeding the dimension just produced into the next.
+    """
+
+    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None):
+        k = spec.target_dim
+        out = (2 if spec.stochastic else 1) + (1 if spec.termination == "learned" else 0)
+        super().__init__(spec, spec.obs_dim + spec.act_dim + 2 * k, out, generator)
+        self.register_buffer("_eye", torch.eye(k), persistent=False)
+
+    def _conditioned(self, base: torch.Tensor, prev: torch.Tensor, dim: torch.Tensor) -> torch.Tensor:
+        """Network input for target dimensions ``dim`` (M, B) long given earlier values ``prev``."""
+        k = self.spec.target_dim
+        mask = (torch.arange(k, device=base.device) < dim[..., None]).to(base.dtype)
+        return torch.cat([base, prev * mask, self._eye[dim]], dim=-1)
+
+    def forward(
+        self, obs: torch.Tensor, act: torch.Tensor, prev: torch.Tensor, dim: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Standardised prediction of one target dimension per row.
+
+        Args:
+            obs: (M, B, D).
+            act: (M, B, A).
+            prev: (M, B, K) standardised target values; only entries before ``dim`` are used.
+            dim: (M, B) long, the dimension each row predicts.
+
+        Returns:
+            ``(mean (M, B), logvar (M, B) or None, termination_logit (M, B) or None)``.
+        """
+        raw = self._raw(self._conditioned(self._inputs(obs, act), prev, dim))
+        return self._split(raw, dim)
+
+    def _split(self, raw: torch.Tensor, dim: torch.Tensor):
+        mean = raw[..., 0]
+        logvar = None
+        if self.spec.stochastic:
+            # Bounds are per target dimension: pick each row's pair.
+            lo = self.min_logvar.expand(-1, dim.shape[1], -1).gather(-1, dim[..., None])[..., 0]
+            hi = self.max_logvar.expand(-1, dim.shape[1], -1).gather(-1, dim[..., None])[..., 0]
+            v = hi - F.softplus(hi - raw[..., 1])
+            logvar = lo + F.softplus(v - lo)
+        logit = raw[..., -1] if self.spec.termination == "learned" else None
+        return mean, logvar, logit
+
+    def loss(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        target: torch.Tensor,
+        terminal: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced loss on one random target dimension per row (see the class docs).
+
+        Args and returns as :meth:`FeedForwardEnsemble.loss`; ``mse`` is over the sampled
+        dimensions.
+        """
+        m, b, k = target.shape
+        dim = torch.randint(k, (m, b), generator=generator, device=target.device)
+        mean, logvar, logit = self(obs, act, target, dim)
+        y = target.gather(-1, dim[..., None])[..., 0]
+        err = (mean - y).square()
+        mse = err.mean(1)
+        if logvar is None:
+            total = mse.sum()
+        else:
+            total = (err * torch.exp(-logvar) + logvar).mean(1).sum() + self._logvar_penalty()
+        if logit is not None:
+            total = total + F.binary_cross_entropy_with_logits(logit, terminal, reduction="none").mean(1).sum()
+        return total, mse.detach()
+
+    def _sample_target(self, obs, act, generator):
+        m, b = obs.shape[:2]
+        k = self.spec.target_dim
+        base = self._inputs(obs, act)
+        out = torch.zeros(m, b, k, device=obs.device, dtype=obs.dtype)
+        logit = None
+        for j in range(k):  # sequential by construction: dimension j needs dimensions < j
+            dim = torch.full((m, b), j, device=obs.device, dtype=torch.long)
+            mean, logvar, logit = self._split(self._raw(self._conditioned(base, out, dim)), dim)
+            if logvar is not None:
+                noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+                mean = mean + noise * torch.exp(0.5 * logvar)
+            out[..., j] = mean
+        return out, logit
+
+
+def build_ensemble(spec: ModelSpec, seed: int | None = None) -> DynamicsEnsemble:
+    """Create an untrained ensemble for ``spec`` (weights drawn from ``seed`` when given)."""
+    generator = None if seed is None else torch.Generator().manual_seed(int(seed))
+    if spec.model_type == "ff":
+        return FeedForwardEnsemble(spec, generator)
+    return AutoregressiveEnsemble(spec, generator)
+
+
+def save_ensemble(path: str | Path, model: DynamicsEnsemble, metadata: dict[str, Any] | None = None) -> Path:
+    """Save weights and statistics as safetensors; the spec and ``metadata`` go in its header."""
+    meta = {"spec": model.spec.to_dict(), "metadata": dict(metadata or {})}
+    json.dumps(meta)  # fail early on metadata that cannot be stored
+    return save_tensors(path, model.state_dict(), meta)
+
+
+def load_ensemble(path: str | Path, device: Any = None) -> tuple[DynamicsEnsemble, dict[str, Any]]:
+    """Load an ensemble written by :func:`save_ensemble`: ``(model in eval mode, metadata)``."""
+    from ..utils import get_device
+
+    tensors, meta = load_tensors(path)
+    if "spec" not in meta:
+        raise ValueError(f"{path} is not a saved dynamics ensemble (no 'spec' in its metadata)")
+    model = build_ensemble(ModelSpec.from_dict(meta["spec"]))
+    model.load_state_dict(tensors)
+    return model.to(get_device(device)).eval(), meta.get("metadata", {})
