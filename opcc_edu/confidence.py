@@ -1,7 +1,7 @@
 """Confidence functions: turn M ensemble value estimates per side into an answer and a confidence.
 
 Each member i of a learned-model ensemble estimates both sides of a policy-comparison query,
-``V_i`` (side a) and ``V̂_i`` (side b). The three baselines of Koul et al. (Section 5) combine
+``V_i`` (side a) and ``V̂_i`` (side b). The three baselines of Koul et al. (Section 5.3) combine
 the M pairs into a prediction (1 means ``V_a < V_b``) and a confidence in [0, 1]:
 
 * **EV** (ensemble voting): majority vote of ``V_i < V̂_i``; confidence is the majority fraction
@@ -304,7 +304,7 @@ def synthetic_ensemble(
     """Draw ensemble value estimates that behave like a learned-model ensemble's.
 
     Each query has true values ``true_a`` and ``true_b = true_a + gap`` with ``|gap| >= min_gap``
-    (the benchmark drops queries whose gap is below 10, Section 4 of Koul et al.). A query also
+    (the benchmark drops queries whose gap is below 10, Section 4.2 of Koul et al.). A query also
     has a difficulty ``d`` (log-uniform in ``difficulty_range``): how badly the learned models
     simulate it. Member i then estimates
 

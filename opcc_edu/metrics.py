@@ -8,7 +8,7 @@ here depends on the confidence only through its *ordering*, and everything is ex
   ``{q : c(q) >= tau}`` changes only at the distinct confidence values, so the curve has one
   operating point per distinct confidence (tied queries enter together) plus the zero-coverage
   point (0, 0). Consecutive points are joined by straight lines (the paper justifies this by
-  randomising between two thresholds, Section 3 of Koul et al.).
+  randomising between two thresholds, Section 3.3 of Koul et al.).
 * **AURCC** is the trapezoid area under that piecewise-linear curve over coverage [0, 1]. No
   threshold grid is involved; on confidences that are multiples of 0.01 it equals the 0.01-grid
   sweep of the public reference code, and it stays exact for any other confidence.
