@@ -384,6 +384,25 @@ def _rollout_chunk(
     return returns
 
 
+_SIMULATOR_CACHE: dict[str, BatchSimulator] = {}
+
+
+def _simulator(env_name: str, n: int) -> BatchSimulator:
+    """A simulator with at least ``n`` copies, reused across calls for the last environment.
+
+    Allocating an ``MjData`` costs about a millisecond (MuJoCo clears its whole arena), as much
+    as a few dozen steps, so repeated labelling calls share one batch of them. Only the most
+    recent environment is kept, which bounds the memory to one batch.
+    """
+    cached = _SIMULATOR_CACHE.get(env_name)
+    if cached is None or cached.n < n:
+        for old in _SIMULATOR_CACHE.values():
+            old.close()
+        _SIMULATOR_CACHE.clear()
+        cached = _SIMULATOR_CACHE[env_name] = BatchSimulator(env_name, n)
+    return cached
+
+
 def _run(
     env_name: str,
     rows: _Rows,
@@ -399,9 +418,8 @@ def _run(
     n = len(rows.states)
     stacked = stacked_policy(policies)
     rng = np.random.default_rng(seed) if action_noise > 0.0 else None
-    sim = BatchSimulator(env_name, min(batch_size, n))
+    sim = _simulator(env_name, min(batch_size, n))
     if rows.states.shape[1] != sim.state_dim:
-        sim.close()
         raise ValueError(f"states must have shape (N, {sim.state_dim}) for {env_name}, got {rows.states.shape}")
     returns = np.zeros(n, dtype=np.float64)
     bar = tqdm(total=int(rows.horizon.sum()), desc=f"simulate {env_name}", unit="step", disable=not progress, leave=False)
@@ -411,7 +429,6 @@ def _run(
             returns[chunk] = _rollout_chunk(sim, stacked, rows, chunk, rng, action_noise, record, bar)
     finally:
         bar.close()
-        sim.close()
     return returns
 
 
@@ -532,25 +549,3 @@ def simulate_trajectories(
     }
     _run(env_name, rows, policies, 0.0, 0, batch_size, progress, record=record)
     return Trajectories(**record)
-
-
-def random_action_step_rate(env_name: str, steps: int = 2000, seed: int = 0) -> float:
-    """Environment steps per second of one gymnasium environment under uniform random actions.
-
-    The reference rate for the ground-truth benchmark: the plain ``env.step`` loop that a
-    naive labeller would run, without any policy evaluation.
-    """
-    import time
-
-    steps = check_positive_int(steps, "steps")
-    env = make_env(env_name, seed=seed)
-    rng = np.random.default_rng(seed)
-    actions = rng.uniform(-1.0, 1.0, size=(steps, get_spec(env_name).act_dim)).astype(np.float32)
-    start = time.perf_counter()
-    for action in actions:
-        _, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            env.reset()
-    elapsed = time.perf_counter() - start
-    env.close()
-    return steps / elapsed
