@@ -18,54 +18,102 @@ The public API is re-exported here; each subsystem lives in its own module:
 __version__ = "0.1.0"
 
 from .config import PROFILES, Profile, get_profile, set_profile, use_profile
-from .envs import ENV_NAMES, ENV_SPECS, EnvSpec, get_spec, get_state, make_env, set_state, termination_fn
 from .utils import cache_dir, get_device, seed_everything
-from .confidence import (
-    CONFIDENCE_FUNCTIONS,
-    compute_confidence,
-    ensemble_voting,
-    oracle_confidence,
-    paired_confidence_interval,
-    random_confidence,
-    unpaired_confidence_interval,
-)
-from .metrics import (
-    augrc,
-    aurcc,
-    coverage_resolution,
-    evaluate,
-    excess_aurcc,
-    expected_random_aurcc,
-    mean_confidence_interval,
-    oracle_aurcc,
-    plot_risk_coverage,
-    reverse_pair_proportion,
-    risk_coverage_curve,
-)
-from .policies import (
-    POLICY_LEVELS,
-    Actor,
-    StackedActors,
-    load_actor,
-    load_behavior_policy,
-    load_policies,
-    load_policy,
-    policy_table,
-    save_actor,
-)
-from .datasets import (
-    DATASET_NAMES,
-    DEFAULT_DATASET,
-    dataset_names,
-    iterate_episodes,
-    load_d4rl_hdf5,
-    load_dataset,
-    query_dataset_distances,
-    summarize_dataset,
-)
-from .simulate import BatchSimulator, monte_carlo_returns, simulate_trajectories
-from .queries import HORIZONS, QuerySet, build_query_set, gap_threshold, load_queries
-from .plotting import draw_maze, plot_gap_histogram, plot_query, plot_value_scatter, query_explorer
+
+# Everything else is imported on first use (PEP 562), so that `import opcc_edu.metrics` stays
+# light (no torch, no simulator) and one subsystem's optional dependency cannot break another.
+# To export a name, add it to its module's list here.
+_LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
+    "envs": (
+        "ENV_NAMES",
+        "ENV_SPECS",
+        "EnvSpec",
+        "get_spec",
+        "get_state",
+        "make_env",
+        "set_state",
+        "termination_fn",
+    ),
+    "confidence": (
+        "CONFIDENCE_FUNCTIONS",
+        "compute_confidence",
+        "ensemble_voting",
+        "oracle_confidence",
+        "paired_confidence_interval",
+        "random_confidence",
+        "unpaired_confidence_interval",
+    ),
+    "metrics": (
+        "augrc",
+        "aurcc",
+        "coverage_resolution",
+        "evaluate",
+        "excess_aurcc",
+        "expected_random_aurcc",
+        "mean_confidence_interval",
+        "oracle_aurcc",
+        "plot_risk_coverage",
+        "reverse_pair_proportion",
+        "risk_coverage_curve",
+    ),
+    "policies": (
+        "POLICY_LEVELS",
+        "Actor",
+        "StackedActors",
+        "load_actor",
+        "load_behavior_policy",
+        "load_policies",
+        "load_policy",
+        "policy_table",
+        "save_actor",
+    ),
+    "datasets": (
+        "DATASET_NAMES",
+        "DEFAULT_DATASET",
+        "dataset_names",
+        "iterate_episodes",
+        "load_d4rl_hdf5",
+        "load_dataset",
+        "query_dataset_distances",
+        "summarize_dataset",
+    ),
+    "simulate": (
+        "BatchSimulator",
+        "monte_carlo_returns",
+        "simulate_trajectories",
+    ),
+    "queries": (
+        "HORIZONS",
+        "QuerySet",
+        "build_query_set",
+        "gap_threshold",
+        "load_queries",
+    ),
+    "plotting": (
+        "draw_maze",
+        "plot_gap_histogram",
+        "plot_query",
+        "plot_value_scatter",
+        "query_explorer",
+    ),
+}
+_NAME_TO_MODULE = {name: module for module, names in _LAZY_EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _NAME_TO_MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opcc_edu' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAME_TO_MODULE))
+
 
 __all__ = [
     "__version__",
@@ -74,63 +122,8 @@ __all__ = [
     "get_profile",
     "set_profile",
     "use_profile",
-    "ENV_NAMES",
-    "ENV_SPECS",
-    "EnvSpec",
-    "get_spec",
-    "get_state",
-    "make_env",
-    "set_state",
-    "termination_fn",
     "cache_dir",
     "get_device",
     "seed_everything",
-    "CONFIDENCE_FUNCTIONS",
-    "compute_confidence",
-    "ensemble_voting",
-    "oracle_confidence",
-    "paired_confidence_interval",
-    "random_confidence",
-    "unpaired_confidence_interval",
-    "augrc",
-    "aurcc",
-    "coverage_resolution",
-    "evaluate",
-    "excess_aurcc",
-    "expected_random_aurcc",
-    "mean_confidence_interval",
-    "oracle_aurcc",
-    "plot_risk_coverage",
-    "reverse_pair_proportion",
-    "risk_coverage_curve",
-    "POLICY_LEVELS",
-    "Actor",
-    "StackedActors",
-    "load_actor",
-    "load_behavior_policy",
-    "load_policies",
-    "load_policy",
-    "policy_table",
-    "save_actor",
-    "DATASET_NAMES",
-    "DEFAULT_DATASET",
-    "dataset_names",
-    "iterate_episodes",
-    "load_d4rl_hdf5",
-    "load_dataset",
-    "query_dataset_distances",
-    "summarize_dataset",
-    "BatchSimulator",
-    "monte_carlo_returns",
-    "simulate_trajectories",
-    "HORIZONS",
-    "QuerySet",
-    "build_query_set",
-    "gap_threshold",
-    "load_queries",
-    "draw_maze",
-    "plot_gap_histogram",
-    "plot_query",
-    "plot_value_scatter",
-    "query_explorer",
+    *_NAME_TO_MODULE,
 ]
