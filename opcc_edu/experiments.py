@@ -1042,10 +1042,13 @@ def run_ablation(
 def find_results_root(start: str | os.PathLike | None = None) -> Path | None:
     """The repository's committed ``results/ablations`` directory, or ``None``.
 
-    Searched from ``start`` (default: the working directory, e.g. ``book/`` when a chapter
-    runs) upwards, then next to the package's source tree (an editable install). A package
-    installed from a wheel ships no results.
+    ``$OPCC_EDU_RESULTS`` wins when set. Otherwise searched from ``start`` (default: the
+    working directory, e.g. ``book/`` when a chapter runs) upwards, then next to the package's
+    source tree (an editable install). A package installed from a wheel ships no results.
     """
+    if start is None and os.environ.get("OPCC_EDU_RESULTS"):
+        forced = Path(os.environ["OPCC_EDU_RESULTS"])
+        return forced if forced.is_dir() else None
     here = Path(start if start is not None else Path.cwd()).resolve()
     for folder in (here, *here.parents, Path(__file__).resolve().parents[1]):
         candidate = folder / "results" / "ablations"
@@ -1392,7 +1395,8 @@ def level_differences(table: Any, ablation: str | Ablation, reference: str | Non
 
     Returns:
         DataFrame with environment, metric, reference, level, difference (level - reference),
-        separated (intervals disjoint; ``False`` when an interval is missing).
+        separated (intervals disjoint; touching intervals and missing intervals count as not
+        separated).
     """
     import pandas as pd
 
@@ -1413,9 +1417,10 @@ def level_differences(table: Any, ablation: str | Ablation, reference: str | Non
                 if lv == ref or lv not in rows.index:
                     continue
                 other = rows.loc[lv]
+                # touching intervals (equal up to rounding of the printed tables) intersect
                 separated = bool(
                     np.isfinite(base["ci"]) and np.isfinite(other["ci"])
-                    and abs(other["mean"] - base["mean"]) > base["ci"] + other["ci"]
+                    and abs(other["mean"] - base["mean"]) > base["ci"] + other["ci"] + 1e-9
                 )
                 records.append(
                     {"environment": env, "metric": metric, "reference": ref, "level": lv, "difference": float(other["mean"] - base["mean"]), "separated": separated}
