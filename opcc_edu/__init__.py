@@ -13,6 +13,8 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.simulate` -- exact ground-truth values, many queries batched in the simulator.
 * :mod:`opcc_edu.queries` -- policy-comparison query sets: contract, construction, shipped sets.
 * :mod:`opcc_edu.plotting` -- maze drawings, query scatter plots, value gaps, query explorer.
+* :mod:`opcc_edu.dynamics` -- vectorised dynamics-model ensembles, training, batched rollouts.
+* :mod:`opcc_edu.baselines` -- the paper's ensemble baselines end to end (``opcc-edu run``).
 """
 
 __version__ = "0.1.0"
@@ -95,6 +97,23 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "plot_query",
         "plot_value_scatter",
         "query_explorer",
+    ),
+    "dynamics": (
+        "EnsembleLinear",
+        "ModelSpec",
+        "build_ensemble",
+        "load_ensemble",
+        "rollout_values",
+        "save_ensemble",
+        "train_dynamics",
+    ),
+    "baselines": (
+        "Answers",
+        "EnsembleConfig",
+        "answer_queries",
+        "estimate_values",
+        "get_or_train_ensemble",
+        "train_ensemble",
     ),
 }
 _NAME_TO_MODULE = {name: module for module, names in _LAZY_EXPORTS.items() for name in names}

@@ -1,0 +1,252 @@
+"""End-to-end tests of the model-based baselines on a toy world with known values.
+
+The toy world has the maze environments' sizes (D = 4, A = 2): the ball moves by 0.1 x the
+action, its velocity becomes the action, and the reward of a step is the new x coordinate.
+Its policies push in constant directions, so true values are exact sums and a trained
+ensemble should rank most queries correctly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from opcc_edu import baselines
+from opcc_edu.baselines import Answers, EnsembleConfig, answer_queries, estimate_values, get_or_train_ensemble
+from opcc_edu.queries import QuerySet
+
+torch.set_num_threads(1)
+ENV = "maze2d-umaze"
+DIRECTIONS = np.array([[0.9, 0.0], [-0.9, 0.0], [0.0, 0.9], [0.3, 0.0]])
+
+
+def toy_step(obs: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    nxt = obs.copy()
+    nxt[:, :2] += 0.1 * act
+    nxt[:, 2:] = act
+    return nxt, nxt[:, 0]
+
+
+def toy_policies() -> list[nn.Module]:
+    out = []
+    for direction in DIRECTIONS:
+        layer = nn.Linear(4, 2)
+        with torch.no_grad():
+            layer.weight.zero_()
+            layer.bias.copy_(torch.atanh(torch.as_tensor(direction, dtype=torch.float32)))
+        out.append(nn.Sequential(layer, nn.Tanh()).eval())
+    return out
+
+
+def toy_dataset(t: int = 4000, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    obs = np.concatenate([rng.uniform(-2, 2, (t, 2)), rng.uniform(-1, 1, (t, 2))], 1).astype(np.float32)
+    act = rng.uniform(-1, 1, (t, 2)).astype(np.float32)
+    nxt, rew = toy_step(obs.astype(np.float64), act.astype(np.float64))
+    return {
+        "observations": obs,
+        "actions": act,
+        "next_observations": nxt.astype(np.float32),
+        "rewards": rew.astype(np.float32),
+        "terminals": np.zeros(t, bool),
+        "timeouts": np.zeros(t, bool),
+    }
+
+
+def true_value(obs, first, level, horizon):
+    x = obs[None].astype(np.float64)
+    total = 0.0
+    for t in range(horizon):
+        act = first[None] if t == 0 else DIRECTIONS[level - 1][None]
+        x, r = toy_step(x, act)
+        total += float(r[0])
+    return total
+
+
+def toy_queries(n: int = 60, seed: int = 1) -> QuerySet:
+    rng = np.random.default_rng(seed)
+    rows = []
+    while len(rows) < n:
+        obs_a = np.concatenate([rng.uniform(-1.5, 1.5, 2), [0.0, 0.0]]).astype(np.float32)
+        same = rng.random() < 0.5
+        obs_b = obs_a.copy() if same else np.concatenate([rng.uniform(-1.5, 1.5, 2), [0.0, 0.0]]).astype(np.float32)
+        act_a, act_b = rng.uniform(-1, 1, 2).astype(np.float32), rng.uniform(-1, 1, 2).astype(np.float32)
+        pa, pb = rng.integers(1, 5, 2)
+        h = int(rng.choice([3, 6]))
+        va, vb = true_value(obs_a, act_a, pa, h), true_value(obs_b, act_b, pb, h)
+        if abs(va - vb) > 0.3:  # drop ambiguous queries, as the benchmark does
+            rows.append((obs_a, obs_b, act_a, act_b, pa, pb, h, va, vb, same))
+    cols = list(zip(*rows))
+    va, vb = np.array(cols[7]), np.array(cols[8])
+    states_a = np.stack(cols[0]).astype(np.float64)
+    states_b = np.stack(cols[1]).astype(np.float64)
+    return QuerySet(
+        env_name=ENV,
+        obs_a=np.stack(cols[0]),
+        obs_b=np.stack(cols[1]),
+        action_a=np.stack(cols[2]),
+        action_b=np.stack(cols[3]),
+        policy_a=np.array(cols[4]),
+        policy_b=np.array(cols[5]),
+        horizon=np.array(cols[6]),
+        gamma=np.ones(n),
+        target=(va < vb).astype(np.int8),
+        value_a=va,
+        value_b=vb,
+        returns_a=va[:, None],
+        returns_b=vb[:, None],
+        state_a=states_a,
+        state_b=states_b,
+        same_state=np.array(cols[9]),
+        metadata={"source": "toy"},
+    ).validate()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPCC_EDU_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def small_config(**overrides) -> EnsembleConfig:
+    base = dict(ensemble_size=5, hidden_sizes=(32, 32), train_steps=400, batch_size=128, lr=3e-3, seed=0)
+    return EnsembleConfig(**{**base, **overrides})
+
+
+# --------------------------------------------------------------------------------------------
+def test_config_validates_and_round_trips():
+    with pytest.raises(ValueError, match="model_type"):
+        EnsembleConfig(model_type="gp")
+    with pytest.raises(ValueError, match="termination"):
+        EnsembleConfig(termination="maybe")
+    with pytest.raises(ValueError, match="prior_scale"):
+        EnsembleConfig(prior_scale=-2)
+    with pytest.raises(ValueError, match="stochastic"):
+        EnsembleConfig(stochastic="yes")
+    with pytest.raises(ValueError, match="unknown EnsembleConfig field"):
+        EnsembleConfig.from_profile("tiny", ensembles=3)
+    config = EnsembleConfig.from_profile("tiny", prior_scale=5.0)
+    assert config.ensemble_size == 10 and config.hidden_sizes == (64, 64) and config.prior_scale == 5.0
+    assert EnsembleConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert "mixture" not in config.training_fields()
+
+
+def test_cache_trains_once_and_ignores_rollout_only_fields(cache):
+    data = toy_dataset(500)
+    config = small_config(train_steps=20)
+    first = get_or_train_ensemble(ENV, "toy", config, dataset=data, progress=False)
+    assert not first.info["cache_hit"] and (cache / "ensembles" / ENV / "toy").is_dir()
+    again = get_or_train_ensemble(ENV, "toy", dataclasses.replace(config, mixture=True), dataset=data, progress=False)
+    assert again.info["cache_hit"]
+    for (key, x), (_, y) in zip(first.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(x, y), key
+    other = get_or_train_ensemble(ENV, "toy", dataclasses.replace(config, seed=1), dataset=data, progress=False)
+    assert not other.info["cache_hit"]
+    # a damaged file is detected by its checksum and replaced
+    path = first.info["path"]
+    with open(path, "r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\x00\x01\x02")
+    with pytest.warns(UserWarning, match="unusable"):
+        repaired = get_or_train_ensemble(ENV, "toy", config, dataset=data, progress=False)
+    assert not repaired.info["cache_hit"]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    config = small_config()
+    model, history = baselines.train_ensemble(toy_dataset(), config, ENV, progress=False)
+    return config, model, history
+
+
+def test_values_track_the_true_values(trained):
+    config, model, history = trained
+    queries = toy_queries()
+    va, vb = estimate_values(model, queries, toy_policies(), progress=False)
+    assert va.shape == vb.shape == (len(queries), config.ensemble_size)
+    truth = np.concatenate([queries.value_a, queries.value_b])
+    mean = np.concatenate([va.mean(1), vb.mean(1)])
+    assert np.corrcoef(truth, mean)[0, 1] > 0.95
+    assert np.median(np.abs(truth - mean)) < 0.3
+    runs = estimate_values(model, queries, toy_policies(), runs=2, reduce_runs=False, progress=False)[0]
+    assert runs.shape == (len(queries), config.ensemble_size, 2)
+    np.testing.assert_allclose(runs[..., 0], runs[..., 1], rtol=1e-5, atol=1e-5)  # deterministic model
+
+
+def test_answer_queries_end_to_end(trained, tmp_path):
+    config, model, _ = trained
+    queries = toy_queries()
+    answers = answer_queries(ENV, "toy", config, queries=queries, policies=toy_policies(), model=model, progress=False)
+    assert isinstance(answers, Answers)
+    assert set(answers.metrics) == {"ev", "pci", "upci"}
+    assert set(answers.metrics["ev"]) == {"all", "3", "6"}
+    for name in ("ev", "pci", "upci"):
+        overall = answers.metrics[name]["all"]
+        assert {"aurcc", "rpp", "cr_k", "loss", "n"} <= set(overall)
+        assert overall["n"] == len(queries)
+        assert overall["loss"] < 0.2  # the toy world is easy: most answers are right
+        assert overall["aurcc"] <= overall["loss"] + 1e-12 or overall["aurcc"] < 0.2
+        assert answers.predictions[name].shape == answers.confidences[name].shape == (len(queries),)
+    votes = (answers.values_a < answers.values_b).mean(1)  # EV is the members' majority vote
+    clear = votes != 0.5
+    np.testing.assert_array_equal(answers.predictions["ev"][clear], (votes[clear] > 0.5).astype(np.int8))
+    table = answers.table()
+    assert len(table) == 3 * 3 and list(table["horizon"].unique()) == ["3", "6", "all"]
+    paths = answers.save(tmp_path / "out")
+    summary = json.loads(paths["json"].read_text())
+    assert summary["metrics"]["ev"]["all"]["aurcc"] == pytest.approx(answers.metrics["ev"]["all"]["aurcc"])
+    assert summary["config"]["ensemble_size"] == config.ensemble_size
+
+
+def test_member_prefix_rescoring(trained):
+    config, model, _ = trained
+    queries = toy_queries()
+    answers = answer_queries(ENV, "toy", config, queries=queries, policies=toy_policies(), model=model, progress=False)
+    two = answers.with_members(2)
+    assert two.values_a.shape == (len(queries), 2) and two.config.ensemble_size == 2
+    from opcc_edu.confidence import compute_confidence
+
+    prediction, confidence = compute_confidence("pci", answers.values_a[:, :2], answers.values_b[:, :2])
+    np.testing.assert_array_equal(two.predictions["pci"], prediction)
+    np.testing.assert_allclose(two.confidences["pci"], confidence)
+    # the prefix of a trained ensemble is the smaller ensemble: same values from its own rollout
+    prefix_values = estimate_values(model.select_members(slice(0, 2)), queries, toy_policies(), progress=False)[0]
+    np.testing.assert_allclose(prefix_values, answers.values_a[:, :2], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="at most"):
+        answers.with_members(6)
+
+
+def test_select_profile_queries_keeps_horizon_shares():
+    queries = toy_queries(60)
+    sub = baselines.select_profile_queries(queries, 20)
+    assert len(sub) == 20
+    share = np.mean(queries.horizon == 3)
+    assert abs(np.mean(sub.horizon == 3) - share) <= 1 / 20 + 1e-9
+    assert len(baselines.select_profile_queries(queries, 0)) == 60
+    again = baselines.select_profile_queries(queries, 20)
+    np.testing.assert_array_equal(sub.obs_a, again.obs_a)
+
+
+def test_run_command_end_to_end(cache, tmp_path, monkeypatch):
+    """`opcc-edu run` on the toy world: trains, answers, prints metrics, writes JSON and a plot."""
+    import opcc_edu.datasets
+    import opcc_edu.policies
+    import opcc_edu.queries
+    from opcc_edu.cli import main
+
+    monkeypatch.setattr(opcc_edu.queries, "load_queries", lambda env: toy_queries())
+    monkeypatch.setattr(opcc_edu.policies, "load_policies", lambda env: toy_policies())
+    monkeypatch.setattr(opcc_edu.datasets, "load_dataset", lambda env, name, size=None, seed=0, progress=True: toy_dataset(1000))
+    out = tmp_path / "runs"
+    code = main(["run", ENV, "1k", "--out", str(out), "--no-progress", "--ensemble-size", "3", "--train-steps", "30"])
+    assert code == 0
+    files = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert any(name.endswith(".json") for name in files) and any(name.endswith(".png") for name in files)
+    summary = json.loads(next(out.rglob("*.json")).read_text())
+    assert summary["env_name"] == ENV and summary["ensemble_size"] == 3
+    assert set(summary["metrics"]) == {"ev", "pci", "upci"}
