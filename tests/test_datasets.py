@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from opcc_edu import datasets as ds
-from opcc_edu.datasets import cache as ds_cache
+from opcc_edu.datasets import coverage as ds_coverage
 from opcc_edu.datasets.format import REQUIRED_KEYS, episode_ends
 from opcc_edu.datasets.locomotion import EpisodeAssembler, generate_policy_dataset, generate_replay_dataset
 from opcc_edu.datasets.maze import MazeGeometry, WaypointController, generate_maze_dataset, grid_distances, next_cell_table
@@ -618,3 +618,16 @@ def test_build_command_and_info(cache, capsys):
     assert "Cached datasets" in out and "maze2d-open" in out and "1,000" in out
     assert main(["build", "datasets", "hopper", "1m"]) == 2
     assert "valid choices" in capsys.readouterr().err
+
+
+def test_kdtree_and_brute_force_agree(hopper_random, umaze):
+    rng = np.random.default_rng(2)
+    for data in (hopper_random, umaze):
+        points = np.concatenate([data["observations"], data["actions"]], axis=1)
+        queries = points[rng.choice(len(points), 50)] + rng.normal(0, 0.3, (50, points.shape[1]))
+        tree = ds_coverage.nearest_distances(queries, points, method="kdtree")
+        brute = ds_coverage.nearest_distances(queries, points, method="brute")
+        np.testing.assert_allclose(tree[0], brute[0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(tree[1], brute[1])
+    with pytest.raises(ValueError, match="method"):
+        ds_coverage.nearest_distances(queries, points, method="ball")

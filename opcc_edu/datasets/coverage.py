@@ -2,7 +2,9 @@
 
 For every policy-comparison query (paper Section 3) each side starts at a state and takes a
 first action. :func:`query_dataset_distances` measures how far that (state, first action) pair
-is from the closest (state, action) pair in a dataset, with scipy's ``cKDTree``.
+is from the closest (state, action) pair in a dataset: exact nearest neighbours from scipy's
+``cKDTree`` in low dimension (mazes) and from blocked matrix products in high dimension
+(locomotion, where a kd-tree is several times slower; ``benchmarks/results/datasets.md``).
 
 Normalisation (``normalize="standard"``, the default): every coordinate of the joint vector
 ``[observation, action]`` is standardised by the *dataset's* mean and standard deviation (a
@@ -26,6 +28,9 @@ from ..envs import get_spec
 from ..utils import check_choice
 
 NORMALIZATIONS = ("standard", "range", "none")
+NEAREST_METHODS = ("auto", "kdtree", "brute")
+KDTREE_MAX_DIM = 12
+"""``method="auto"`` uses the kd-tree up to this many coordinates K and brute force above."""
 
 
 class QueryLike(Protocol):
@@ -90,10 +95,37 @@ def normalizer(points: np.ndarray, normalize: str = "standard") -> tuple[np.ndar
     return center, scale
 
 
+def _brute_force_nearest(queries: np.ndarray, points: np.ndarray, block_bytes: int = 64 * 2**20) -> tuple[np.ndarray, np.ndarray]:
+    # ||q - p||^2 = ||q||^2 - 2 q.p + ||p||^2: one matrix product per block of queries, blocks
+    # sized so that the (block, T) distance matrix stays within `block_bytes`.
+    chunk = max(1, block_bytes // (8 * max(1, len(points))))
+    sq = np.einsum("ij,ij->i", points, points)
+    dist = np.empty(len(queries))
+    index = np.empty(len(queries), dtype=np.int64)
+    for start in range(0, len(queries), chunk):
+        block = queries[start : start + chunk]
+        d2 = sq[None, :] - 2.0 * block @ points.T
+        best = d2.argmin(axis=1)
+        index[start : start + chunk] = best
+        # Recompute the winners exactly: the expanded form loses digits when q is close to p.
+        dist[start : start + chunk] = np.linalg.norm(block - points[best], axis=1)
+    return dist, index
+
+
 def nearest_distances(
-    queries: np.ndarray, points: np.ndarray, normalize: str = "standard", workers: int = 1
+    queries: np.ndarray, points: np.ndarray, normalize: str = "standard", workers: int = 1, method: str = "auto"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Normalised distance from each query (N, K) to its nearest point (T, K).
+
+    Args:
+        queries: (N, K) query points.
+        points: (T, K) data points.
+        normalize: ``standard``, ``range`` or ``none`` (see the module docstring).
+        workers: threads for the kd-tree queries (``-1``: all cores).
+        method: ``kdtree`` (scipy's cKDTree; fast for small K such as the mazes' 6),
+            ``brute`` (blocked matrix products; faster for large K such as HalfCheetah's 23,
+            where kd-trees lose their pruning power -- see ``benchmarks/results/datasets.md``),
+            or ``auto`` (kd-tree up to :data:`KDTREE_MAX_DIM` coordinates). All are exact.
 
     Returns:
         ``(distance (N,), index (N,), center (K,), scale (K,))``; distances are divided by
@@ -101,6 +133,7 @@ def nearest_distances(
     """
     from scipy.spatial import cKDTree
 
+    check_choice(method, NEAREST_METHODS, "method")
     queries = np.asarray(queries, dtype=np.float64)
     points = np.asarray(points, dtype=np.float64)
     if queries.ndim != 2 or points.ndim != 2 or queries.shape[1] != points.shape[1]:
@@ -108,13 +141,22 @@ def nearest_distances(
     if points.shape[0] == 0:
         raise ValueError("points must hold at least one row")
     center, scale = normalizer(points, normalize)
-    tree = cKDTree((points - center) / scale)
-    dist, index = tree.query((queries - center) / scale, k=1, workers=workers)
+    z_points, z_queries = (points - center) / scale, (queries - center) / scale
+    if method == "auto":
+        method = "kdtree" if points.shape[1] <= KDTREE_MAX_DIM else "brute"
+    if method == "kdtree":
+        dist, index = cKDTree(z_points).query(z_queries, k=1, workers=workers)
+    else:
+        dist, index = _brute_force_nearest(z_queries, z_points)
     return dist / np.sqrt(points.shape[1]), index.astype(np.int64), center, scale
 
 
 def query_dataset_distances(
-    queries: QueryLike, data: Mapping[str, np.ndarray], normalize: str = "standard", workers: int = 1
+    queries: QueryLike,
+    data: Mapping[str, np.ndarray],
+    normalize: str = "standard",
+    workers: int = 1,
+    method: str = "auto",
 ) -> CoverageResult:
     """Distance of every query's (state, first action) pairs to the dataset's (state, action) pairs.
 
@@ -124,6 +166,7 @@ def query_dataset_distances(
         data: a D4RL-format dataset (T transitions).
         normalize: ``standard`` (default), ``range`` or ``none``; see the module docstring.
         workers: threads for the tree queries (``-1``: all cores).
+        method: ``auto`` (default), ``kdtree`` or ``brute``; see :func:`nearest_distances`.
 
     Returns:
         A :class:`CoverageResult`.
@@ -137,7 +180,7 @@ def query_dataset_distances(
             "are they from the same environment?"
         )
     n = side_a.shape[0]
-    dist, index, center, scale = nearest_distances(np.concatenate([side_a, side_b]), points, normalize, workers)
+    dist, index, center, scale = nearest_distances(np.concatenate([side_a, side_b]), points, normalize, workers, method)
     return CoverageResult(
         distance_a=dist[:n],
         distance_b=dist[n:],
@@ -247,10 +290,13 @@ def plot_maze_visitation(
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4))
     counts, extent = visitation_histogram(data, env_name, bins_per_cell)
+    # The maze goes underneath; unvisited bins are masked, so walls and empty floor show through.
+    _draw_walls(env_name, ax)
     shown = np.ma.masked_equal(counts, 0)
     norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max()))) if log else None
-    image = ax.imshow(shown, extent=extent, origin="upper", cmap="viridis", norm=norm, zorder=1)
-    _draw_walls(env_name, ax)
+    image = ax.imshow(shown, extent=extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
+    ax.set_xlim(extent[0], extent[1])
+    ax.set_ylim(extent[2], extent[3])
     ax.figure.colorbar(image, ax=ax, label="visits per bin (count)")
     return ax
 
