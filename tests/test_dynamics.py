@@ -400,3 +400,17 @@ def test_spec_round_trips_through_dict():
     spec = ModelSpec("walker2d", 17, 6, 3, (32,), model_type="ar", stochastic=True, prior_scale=5.0)
     assert ModelSpec.from_dict(spec.to_dict()) == spec
     assert dataclasses.replace(spec, ensemble_size=1).ensemble_size == 1
+
+
+@pytest.mark.parametrize("model_type", ["ff", "ar"])
+def test_predict_mean_is_the_noise_free_step(model_type):
+    model = small_model(stochastic=True, model_type=model_type)
+    model.set_statistics(np.random.rand(30, 4), np.random.rand(30, 2), np.random.rand(30, 4), np.random.rand(30))
+    model.spec = dataclasses.replace(model.spec, clip=False)
+    obs, act = torch.randn(4, 6, 4), torch.randn(4, 6, 2)
+    mean = model.predict_mean(obs, act)
+    assert mean.shape == (4, 6, 5)
+    gen = torch.Generator().manual_seed(0)
+    samples = torch.stack([model.step(obs, act, gen)[0] - obs for _ in range(200)])
+    assert not torch.allclose(samples[0], samples[1])
+    torch.testing.assert_close(samples.mean(0), mean[..., :4], atol=0.5, rtol=0)

@@ -37,6 +37,7 @@ class EnsembleLinear(nn.Module):
         out_features: int,
         bias: bool = True,
         generator: torch.Generator | None = None,
+        init: bool = True,
     ):
         """Create the layer with a per-member truncated-normal initialisation.
 
@@ -46,6 +47,8 @@ class EnsembleLinear(nn.Module):
             out_features: output size.
             bias: add a learned bias per member.
             generator: torch generator for the initial weights (None: global RNG).
+            init: draw initial weights; ``False`` leaves them uninitialised (for a layer
+                whose weights are loaded right away).
         """
         super().__init__()
         self.ensemble_size = check_positive_int(ensemble_size, "ensemble_size")
@@ -53,7 +56,8 @@ class EnsembleLinear(nn.Module):
         self.out_features = check_positive_int(out_features, "out_features")
         self.weight = nn.Parameter(torch.empty(self.ensemble_size, self.in_features, self.out_features))
         self.bias = nn.Parameter(torch.empty(self.ensemble_size, 1, self.out_features)) if bias else None
-        self.reset_parameters(generator)
+        if init:
+            self.reset_parameters(generator)
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Draw fresh weights: truncated normal with std 1/(2 sqrt(in)) (MBPO), zero bias.
@@ -141,6 +145,7 @@ class EnsembleMLP(nn.Module):
         out_features: int,
         activation: str = "silu",
         generator: torch.Generator | None = None,
+        init: bool = True,
     ):
         """Args:
         ensemble_size: members M.
@@ -149,6 +154,7 @@ class EnsembleMLP(nn.Module):
         out_features: output size.
         activation: ``"silu"``, ``"relu"`` or ``"tanh"``.
         generator: torch generator for the initial weights.
+        init: draw initial weights (see :class:`EnsembleLinear`).
         """
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -159,7 +165,7 @@ class EnsembleMLP(nn.Module):
         self.hidden_sizes = hidden_sizes
         self.activation = activation
         self.layers = nn.ModuleList(
-            EnsembleLinear(ensemble_size, a, b, generator=generator) for a, b in zip(sizes[:-1], sizes[1:])
+            EnsembleLinear(ensemble_size, a, b, generator=generator, init=init) for a, b in zip(sizes[:-1], sizes[1:])
         )
         self._act = ACTIVATIONS[activation]()
 

@@ -121,13 +121,15 @@ class DynamicsEnsemble(nn.Module):
     # Parameter/buffer name prefixes whose tensors carry the member axis first.
     _MEMBER_PREFIXES: tuple[str, ...] = ("net.", "prior.", "max_logvar", "min_logvar")
 
-    def __init__(self, spec: ModelSpec, in_features: int, out_features: int, generator: torch.Generator | None = None):
+    def __init__(
+        self, spec: ModelSpec, in_features: int, out_features: int, generator: torch.Generator | None = None, init: bool = True
+    ):
         super().__init__()
         self.spec = spec
         m, d, a, k = spec.ensemble_size, spec.obs_dim, spec.act_dim, spec.target_dim
-        self.net = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator)
+        self.net = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator, init)
         if spec.prior_scale > 0:
-            self.prior = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator)
+            self.prior = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator, init)
             self.prior.requires_grad_(False)
         else:
             self.prior = None
@@ -251,7 +253,20 @@ class DynamicsEnsemble(nn.Module):
             reward = reward.clamp(self.reward_low, self.reward_high)
         return next_obs, reward, self._termination(next_obs, logit)
 
-    def _sample_target(self, obs, act, generator):  # pragma: no cover - abstract
+    @torch.no_grad()
+    def predict_mean(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        """Each member's mean prediction in data units, before clipping: (M, B, K).
+
+        Entries ``[..., :D]`` are the predicted observation changes, ``[..., D]`` the reward.
+        (For the autoregressive model, each dimension is conditioned on the earlier means.)
+        The spread of this tensor over members is the ensemble's disagreement.
+        """
+        target, _ = self._sample_target(obs, act, None, sample=False)
+        return target * self.target_std + self.target_mean
+
+    def _sample_target(self, obs, act, generator, sample: bool = True):  # pragma: no cover - abstract
+        """One standardised target per row (a sample when stochastic and ``sample``, else
+        the mean) and the termination logit (or None)."""
         raise NotImplementedError
 
     def loss(self, obs, act, target, terminal):  # pragma: no cover - abstract
@@ -275,7 +290,7 @@ class DynamicsEnsemble(nn.Module):
         if index.numel() == 0 or int(index.min()) < 0 or int(index.max()) >= self.ensemble_size:
             raise ValueError(f"members must select at least one of the {self.ensemble_size} members, got {members!r}")
         spec = dataclasses.replace(self.spec, ensemble_size=int(index.numel()))
-        new = build_ensemble(spec).to(self.device)
+        new = build_ensemble(spec, init=False).to(self.device)
         state = {}
         for key, value in self.state_dict().items():
             state[key] = value[index.to(value.device)] if key.startswith(self._MEMBER_PREFIXES) else value
@@ -297,10 +312,10 @@ class FeedForwardEnsemble(DynamicsEnsemble):
     termination logit when termination is learned.
     """
 
-    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None):
+    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True):
         k = spec.target_dim
         out = k * (2 if spec.stochastic else 1) + (1 if spec.termination == "learned" else 0)
-        super().__init__(spec, spec.obs_dim + spec.act_dim, out, generator)
+        super().__init__(spec, spec.obs_dim + spec.act_dim, out, generator, init)
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Standardised prediction.
@@ -348,9 +363,9 @@ class FeedForwardEnsemble(DynamicsEnsemble):
             total = total + F.binary_cross_entropy_with_logits(logit, terminal, reduction="none").mean(1).sum()
         return total, mse.detach()
 
-    def _sample_target(self, obs, act, generator):
+    def _sample_target(self, obs, act, generator, sample: bool = True):
         mean, logvar, logit = self(obs, act)
-        if logvar is None:
+        if logvar is None or not sample:
             return mean, logit
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         return mean + noise * torch.exp(0.5 * logvar), logit
@@ -368,10 +383,10 @@ class AutoregressiveEnsemble(DynamicsEnsemble):
     passes, each feeding the dimension just produced into the next.
     """
 
-    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None):
+    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True):
         k = spec.target_dim
         out = (2 if spec.stochastic else 1) + (1 if spec.termination == "learned" else 0)
-        super().__init__(spec, spec.obs_dim + spec.act_dim + 2 * k, out, generator)
+        super().__init__(spec, spec.obs_dim + spec.act_dim + 2 * k, out, generator, init)
         self.register_buffer("_eye", torch.eye(k), persistent=False)
 
     def _conditioned(self, base: torch.Tensor, prev: torch.Tensor, dim: torch.Tensor) -> torch.Tensor:
@@ -436,7 +451,7 @@ class AutoregressiveEnsemble(DynamicsEnsemble):
             total = total + F.binary_cross_entropy_with_logits(logit, terminal, reduction="none").mean(1).sum()
         return total, mse.detach()
 
-    def _sample_target(self, obs, act, generator):
+    def _sample_target(self, obs, act, generator, sample: bool = True):
         m, b = obs.shape[:2]
         k = self.spec.target_dim
         base = self._inputs(obs, act)
@@ -445,19 +460,20 @@ class AutoregressiveEnsemble(DynamicsEnsemble):
         for j in range(k):  # sequential by construction: dimension j needs dimensions < j
             dim = torch.full((m, b), j, device=obs.device, dtype=torch.long)
             mean, logvar, logit = self._split(self._raw(self._conditioned(base, out, dim)), dim)
-            if logvar is not None:
+            if logvar is not None and sample:
                 noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
                 mean = mean + noise * torch.exp(0.5 * logvar)
             out[..., j] = mean
         return out, logit
 
 
-def build_ensemble(spec: ModelSpec, seed: int | None = None) -> DynamicsEnsemble:
-    """Create an untrained ensemble for ``spec`` (weights drawn from ``seed`` when given)."""
+def build_ensemble(spec: ModelSpec, seed: int | None = None, init: bool = True) -> DynamicsEnsemble:
+    """Create an untrained ensemble for ``spec`` (weights drawn from ``seed`` when given;
+    ``init=False`` skips drawing them, for a model whose weights are loaded next)."""
     generator = None if seed is None else torch.Generator().manual_seed(int(seed))
     if spec.model_type == "ff":
-        return FeedForwardEnsemble(spec, generator)
-    return AutoregressiveEnsemble(spec, generator)
+        return FeedForwardEnsemble(spec, generator, init)
+    return AutoregressiveEnsemble(spec, generator, init)
 
 
 def save_ensemble(path: str | Path, model: DynamicsEnsemble, metadata: dict[str, Any] | None = None) -> Path:
@@ -474,6 +490,6 @@ def load_ensemble(path: str | Path, device: Any = None) -> tuple[DynamicsEnsembl
     tensors, meta = load_tensors(path)
     if "spec" not in meta:
         raise ValueError(f"{path} is not a saved dynamics ensemble (no 'spec' in its metadata)")
-    model = build_ensemble(ModelSpec.from_dict(meta["spec"]))
+    model = build_ensemble(ModelSpec.from_dict(meta["spec"]), init=False)
     model.load_state_dict(tensors)
     return model.to(get_device(device)).eval(), meta.get("metadata", {})
