@@ -631,3 +631,10 @@ def test_kdtree_and_brute_force_agree(hopper_random, umaze):
         np.testing.assert_array_equal(tree[1], brute[1])
     with pytest.raises(ValueError, match="method"):
         ds_coverage.nearest_distances(queries, points, method="ball")
+
+
+def test_default_dataset_is_used_when_no_name_is_given(cache):
+    default = ds.load_dataset("maze2d-open", size=500, progress=False)
+    named = ds.load_dataset("maze2d-open", ds.DEFAULT_DATASET["maze2d-open"], size=500, progress=False)
+    for key in default:
+        np.testing.assert_array_equal(default[key], named[key])
