@@ -6,6 +6,10 @@ For each environment three rates, in environment steps per second, on one core:
   for the same horizon (stopping at termination) -- the simulator's own pace with no policy at
   all, the ceiling of any one-environment labeller (the start states matter: a fallen hopper
   has more contacts to solve than a standing one);
+* replay: one gymnasium environment replaying the very actions of the batched run (recorded
+  with :func:`~opcc_edu.simulate.simulate_trajectories`), no policy -- the simulator's pace on
+  the same trajectories, since random actions and policy actions visit states of different
+  cost (contacts);
 * naive: one gymnasium environment, one query at a time, one policy call per step (what a
   straightforward labeller does);
 * batched: :func:`opcc_edu.simulate.monte_carlo_returns` -- all queries stepped together in
@@ -90,6 +94,21 @@ def raw_steps(env_name, states, horizon, seed: int = 0) -> tuple[int, float]:
     return steps, elapsed
 
 
+def replay_steps(env_name, states, actions, valid) -> tuple[int, float]:
+    """Replay recorded actions (N, H, A) from each start state: (steps taken, seconds)."""
+    env = make_env(env_name, seed=0)
+    steps = 0
+    start = time.perf_counter()
+    for i, state in enumerate(states):
+        set_state(env, state)
+        for action in actions[i, valid[i]]:
+            env.step(action)
+            steps += 1
+    elapsed = time.perf_counter() - start
+    env.close()
+    return steps, elapsed
+
+
 def naive_labels(env_name, states, policies, index, horizon, first_action) -> tuple[np.ndarray, int]:
     """One environment, one query at a time, one float64 policy call per step."""
     # float64 copies: the evaluation the batched code uses (see opcc_edu.simulate)
@@ -139,7 +158,11 @@ def run(env_names, n_queries: int, n_naive: int, horizon: int, repeats: int) -> 
             batched_time = min(batched_time, time.perf_counter() - start)
         if not np.array_equal(values[:n_naive, 0], naive_values):
             raise AssertionError(f"{name}: batched values differ from the naive loop")
-        batched_steps = int(simulate_trajectories(name, states, policies, index, horizons, first_action).valid.sum())
+        traj = simulate_trajectories(name, states, policies, index, horizons, first_action)
+        batched_steps = int(traj.valid.sum())
+        replay = max(
+            np.divide(*replay_steps(name, states[:n_naive], traj.actions[:n_naive], traj.valid[:n_naive])) for _ in range(repeats)
+        )
 
         row = {
             "env": name,
@@ -147,15 +170,18 @@ def run(env_names, n_queries: int, n_naive: int, horizon: int, repeats: int) -> 
             "queries": n_queries,
             "horizon": horizon,
             "raw_steps_per_s": raw,
+            "replay_steps_per_s": replay,
             "naive_steps_per_s": naive_steps / naive_time,
             "batched_steps_per_s": batched_steps / batched_time,
         }
         row["batched_over_raw"] = row["batched_steps_per_s"] / raw
+        row["batched_over_replay"] = row["batched_steps_per_s"] / replay
         row["batched_over_naive"] = row["batched_steps_per_s"] / row["naive_steps_per_s"]
         rows.append(row)
         print(
-            f"{name:<15} raw {raw:>9.0f}  naive {row['naive_steps_per_s']:>9.0f}  batched {row['batched_steps_per_s']:>9.0f}"
-            f"  batched/raw {row['batched_over_raw']:>5.2f}  batched/naive {row['batched_over_naive']:>5.2f}",
+            f"{name:<15} raw {raw:>7.0f}  replay {replay:>7.0f}  naive {row['naive_steps_per_s']:>7.0f}  "
+            f"batched {row['batched_steps_per_s']:>7.0f}  batched/raw {row['batched_over_raw']:>5.2f}  "
+            f"batched/replay {row['batched_over_replay']:>5.2f}  batched/naive {row['batched_over_naive']:>5.2f}",
             flush=True,
         )
     return rows
@@ -170,18 +196,21 @@ def to_markdown(rows: list[dict], args) -> str:
         f"one core (`OMP_NUM_THREADS=1`), {platform.processor() or platform.machine()}, Python {platform.python_version()}.",
         "Rates are environment steps per second (best of the repeats); every rate of a row was measured",
         "in the same run from the same start states (random play) and horizon, stopping at termination.",
-        "*raw*: one gymnasium environment, uniform random actions, no policy. *naive*: one",
+        "*raw*: one gymnasium environment, uniform random actions, no policy. *replay*: one environment",
+        "replaying the batched run's own actions, no policy (the simulator's cost on the same states).",
+        "*naive*: one",
         "environment, one query at a time, one policy call per step. *batched*: `monte_carlo_returns`,",
         "all queries in one `BatchSimulator`, one batched policy forward per step. The batched values",
         "equal the naive loop's exactly on the first queries (checked before timing).",
         "",
-        "| env | policies | raw steps/s | naive steps/s | batched steps/s | batched / raw | batched / naive |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| env | policies | raw steps/s | replay steps/s | naive steps/s | batched steps/s | batched / raw | batched / replay | batched / naive |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['env']} | {r['policies']} | {r['raw_steps_per_s']:.0f} | {r['naive_steps_per_s']:.0f} | "
-            f"{r['batched_steps_per_s']:.0f} | {r['batched_over_raw']:.2f} | {r['batched_over_naive']:.2f} |"
+            f"| {r['env']} | {r['policies']} | {r['raw_steps_per_s']:.0f} | {r['replay_steps_per_s']:.0f} | "
+            f"{r['naive_steps_per_s']:.0f} | {r['batched_steps_per_s']:.0f} | {r['batched_over_raw']:.2f} | "
+            f"{r['batched_over_replay']:.2f} | {r['batched_over_naive']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -858,6 +858,8 @@ def _build_handler(args) -> int:
             path = Path(args.output) / f"{name}.npz"
         else:
             path = Path(args.output)
+        # Wall time is provenance only (the arrays do not depend on it).
+        queries.metadata["build_seconds"] = round(time.perf_counter() - started, 1)
         queries.save(path)
         same = int(queries.same_state.sum())
         print(
