@@ -302,12 +302,42 @@ def render_states(env_name: str, states: np.ndarray, width: int = 240, height: i
         return None
 
 
-def query_explorer(queries, policies: Sequence[Any] | None = None):
+def plot_start_frames(queries, index: int, axes=None):
+    """Rendered pictures of the two start states of a query (locomotion), if OpenGL works.
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet`.
+        index: which query.
+        axes: two Axes (default: a new figure).
+
+    Returns:
+        The array of two Axes, or None when no OpenGL backend is available
+        (see :func:`render_states`).
+    """
+    import matplotlib.pyplot as plt
+
+    i = int(index)
+    images = render_states(queries.env_name, np.stack([queries.state_a[i], queries.state_b[i]]))
+    if images is None:
+        return None
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(5, 2.6))
+    axes = np.atleast_1d(np.asarray(axes, dtype=object))
+    for ax, image, side in zip(axes, images, "ab"):
+        ax.imshow(image)
+        ax.set_title(f"start of side {side}", fontsize=9, color=SIDE_COLORS[side])
+        ax.axis("off")
+    return axes
+
+
+def query_explorer(queries, policies: Sequence[Any] | None = None, frames: bool = False):
     """An ipywidgets picker over the queries: choose a horizon and a query, see both sides.
 
     Args:
         queries: a :class:`opcc_edu.queries.QuerySet`.
         policies: the policies of its levels (default: the shipped ones).
+        frames: also show rendered start states (locomotion; needs an OpenGL backend such as
+            ``MUJOCO_GL=egl``, silently skipped without one).
 
     Returns:
         The ``ipywidgets`` widget (display it in a notebook).
@@ -331,6 +361,9 @@ def query_explorer(queries, policies: Sequence[Any] | None = None):
 
     def show(h, k):
         rows = np.arange(len(queries)) if h == "all" else np.flatnonzero(queries.horizon == h)
+        if frames and not get_spec(queries.env_name).is_maze:
+            plot_start_frames(queries, int(rows[k]))
+            plt.show()
         plot_query(queries, int(rows[k]), policies)
         plt.show()
 
