@@ -1057,12 +1057,17 @@ def find_results_root(start: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-def committed_results(root: str | os.PathLike | None = None, prefer: Sequence[str] = ("paper", "classroom", "tiny")) -> Path | None:
+def committed_results(
+    root: str | os.PathLike | None = None,
+    prefer: Sequence[str] = ("paper", "classroom", "tiny"),
+    ablation: str | Ablation | None = None,
+) -> Path | None:
     """The results directory of the largest profile with finished runs under ``root``.
 
     Args:
         root: results root (default :func:`find_results_root`).
         prefer: profiles in order of preference.
+        ablation: only profiles holding rows of this ablation count.
 
     Returns:
         ``<root>/<profile>`` or ``None`` when nothing was committed.
@@ -1071,8 +1076,11 @@ def committed_results(root: str | os.PathLike | None = None, prefer: Sequence[st
     if root_path is None:
         return None
     for name in prefer:
-        if (root_path / name / "runs.csv").exists():
-            return root_path / name
+        directory = root_path / name
+        if not (directory / "runs.csv").exists():
+            continue
+        if ablation is None or not aggregate(load_results(directory), ablation).empty:
+            return directory
     return None
 
 

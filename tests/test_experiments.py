@@ -467,3 +467,13 @@ def test_committed_results_prefers_the_largest_profile(tmp_path):
     assert ex.committed_results(root) == root / "classroom"
     assert ex.find_results_root(tmp_path / "results") == root
     assert ex.read_meta(root / "tiny")["sessions"][0]["runs_completed"] == 1
+
+
+def test_committed_results_for_one_ablation(tmp_path):
+    root = tmp_path / "ablations"
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    ex.run_grid(ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=1), root / "tiny", answer_fn=answer, progress=False)
+    ex.run_grid(ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1), root / "classroom", answer_fn=answer, profile="classroom", progress=False)
+    assert ex.committed_results(root, ablation="horizon") == root / "classroom"
+    assert ex.committed_results(root, ablation="prior-scale") == root / "tiny"
+    assert ex.committed_results(root, ablation="mixture") is None
