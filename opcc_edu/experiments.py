@@ -1067,7 +1067,8 @@ def committed_results(
     Args:
         root: results root (default :func:`find_results_root`).
         prefer: profiles in order of preference.
-        ablation: only profiles holding rows of this ablation count.
+        ablation: only profiles holding this ablation count (every level of a configuration
+            ablation, since the default level alone is shared by all ablations).
 
     Returns:
         ``<root>/<profile>`` or ``None`` when nothing was committed.
@@ -1079,7 +1080,12 @@ def committed_results(
         directory = root_path / name
         if not (directory / "runs.csv").exists():
             continue
-        if ablation is None or not aggregate(load_results(directory), ablation).empty:
+        if ablation is None:
+            return directory
+        found = aggregate(load_results(directory), ablation)
+        # a configuration ablation counts only with every level (the default alone is shared)
+        needed = len(get_ablation(ablation).levels) if not get_ablation(ablation).is_selection else 1
+        if found["level"].nunique() >= needed:
             return directory
     return None
 
