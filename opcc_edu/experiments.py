@@ -1362,8 +1362,9 @@ def compare_with_paper(ours: Any, ablation: str | Ablation, ensemble_size: int |
 
     Returns:
         DataFrame with environment, level, paper_level, metric, ours_mean, ours_ci,
-        n_samples, paper_mean, paper_ci, paper_table, overlap (whether the two intervals
-        intersect; ``nan`` when a side is missing or has no interval).
+        n_samples, paper_mean, paper_ci, paper_ci_is_bound (the paper printed ``(<0.001)``),
+        paper_table, overlap (whether the two intervals intersect; ``nan`` when a side is
+        missing or has no interval).
     """
     import pandas as pd
 
@@ -1380,8 +1381,10 @@ def compare_with_paper(ours: Any, ablation: str | Ablation, ensemble_size: int |
             part["paper_level"] = str(p)
             expanded.append(part)
         ours = pd.concat(expanded, ignore_index=True)
-    paper = paper.rename(columns={"mean": "paper_mean", "ci": "paper_ci", "table": "paper_table", "level": "paper_level_label"})
-    paper = paper[["environment", "paper_level_label", "metric", "paper_mean", "paper_ci", "paper_table"]]
+    paper = paper.rename(
+        columns={"mean": "paper_mean", "ci": "paper_ci", "ci_is_bound": "paper_ci_is_bound", "table": "paper_table", "level": "paper_level_label"}
+    )
+    paper = paper[["environment", "paper_level_label", "metric", "paper_mean", "paper_ci", "paper_ci_is_bound", "paper_table"]]
     merged = ours.rename(columns={"mean": "ours_mean", "ci": "ours_ci"}).merge(
         paper, how="left", left_on=["environment", "paper_level", "metric"], right_on=["environment", "paper_level_label", "metric"]
     )
@@ -1391,7 +1394,10 @@ def compare_with_paper(ours: Any, ablation: str | Ablation, ensemble_size: int |
     overlap = (low_a <= high_b) & (low_b <= high_a)
     defined = merged[["ours_ci", "paper_mean"]].notna().all(axis=1)
     merged["overlap"] = overlap.where(defined, other=np.nan)
-    columns = ["environment", "level", "paper_level", "metric", "ours_mean", "ours_ci", "n_samples", "paper_mean", "paper_ci", "paper_table", "overlap"]
+    columns = [
+        "environment", "level", "paper_level", "metric", "ours_mean", "ours_ci", "n_samples",
+        "paper_mean", "paper_ci", "paper_ci_is_bound", "paper_table", "overlap",
+    ]
     return merged[columns]
 
 
@@ -1472,11 +1478,13 @@ def plot_comparison(comparison: Any, metric: str = "aurcc", ax: Any = None, titl
     return ax
 
 
-def _fmt(mean: float, half: float, digits: int = 3) -> str:
+def _fmt(mean: float, half: float, digits: int = 3, bound: bool = False) -> str:
     from .metrics import format_mean_ci
 
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
+    if bound:  # the paper printed "(<0.001)": keep it, do not pretend to know the half-width
+        return f"{float(mean):.{digits}f} ± (<{float(half):.{digits}f})"
     return format_mean_ci(float(mean), float(half), digits=digits)
 
 
@@ -1508,7 +1516,8 @@ def format_table(comparison: Any, metrics: Sequence[str] = METRICS, fmt: str = "
             row = part[part["metric"] == metric]
             if len(row):
                 r = row.iloc[0]
-                cells += [_fmt(r["ours_mean"], r["ours_ci"]), _fmt(r["paper_mean"], r["paper_ci"])]
+                bound = bool(r["paper_ci_is_bound"]) if r["paper_ci_is_bound"] == r["paper_ci_is_bound"] else False
+                cells += [_fmt(r["ours_mean"], r["ours_ci"]), _fmt(r["paper_mean"], r["paper_ci"], bound=bound)]
             else:
                 cells += ["–", "–"]
         body.append(cells)
@@ -1587,7 +1596,7 @@ def report_text(out: str | os.PathLike | None = None, fmt: str = "markdown", pro
     separator = "\n\n"
     text = separator.join(chunks) + "\n"
     if not md:
-        text = text.replace("×", "$\\times$").replace("±", "$\\pm$")
+        text = text.replace("95%", "95\\%").replace("×", "$\\times$").replace("±", "$\\pm$")
     return text
 
 

@@ -369,7 +369,8 @@ def test_reports_in_markdown_and_latex(tmp_path):
     assert "`opcc-edu ablation prior-scale`" in markdown
     assert "Ensemble size" in markdown  # read from the shared default runs
     latex = ex.report_text(root, "latex")
-    assert "\\begin{tabular}" in latex and "\\toprule" in latex and "$\\pm$" in latex
+    assert "\\begin{tabular}" in latex and "\\toprule" in latex and "$\\pm$" in latex and "95\\%" in latex
+    assert "0.002 ± (<0.001)" in markdown  # Table 10, umaze RPP: the paper's bound is kept
     assert "±" not in latex
     path = ex.write_report(root, "latex")
     assert path.name == "report.tex" and path.read_text() == latex
