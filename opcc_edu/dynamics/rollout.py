@@ -38,9 +38,9 @@ import torch
 
 from ..utils import check_positive_int, get_device
 
-DEFAULT_CPU_BUDGET = 32 * 2**20
+DEFAULT_CPU_BUDGET = 16 * 2**20
 """Bytes of activations per chunk on a CPU: small enough to stay in the cache hierarchy."""
-MIN_ROWS_PER_MEMBER = 256
+MIN_ROWS_PER_MEMBER = 1024
 """Smallest rows per member in a CPU chunk: below it a member's matmul gets inefficient."""
 DEFAULT_GPU_BUDGET = 4 * 2**30
 """Bytes of activations per chunk on a GPU (further capped by half the free memory)."""
@@ -102,7 +102,7 @@ def rollout_values(
         chunk_rows: rows (times R) per chunk; default from ``memory_budget``.
         member_block: members advanced per batched call (default: all M, unless the memory
             budget asks for fewer; always M in mixture mode).
-        memory_budget: bytes of activations per chunk (default: 32 MiB on a CPU,
+        memory_budget: bytes of activations per chunk (default: 16 MiB on a CPU,
             ``min(4 GiB, free / 2)`` on a GPU).
         device: torch device (default: the model's).
         dedupe: roll out identical rows once.
