@@ -15,6 +15,7 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.plotting` -- maze drawings, query scatter plots, value gaps, query explorer.
 * :mod:`opcc_edu.dynamics` -- vectorised dynamics-model ensembles, training, batched rollouts.
 * :mod:`opcc_edu.baselines` -- the paper's ensemble baselines end to end (``opcc-edu run``).
+* :mod:`opcc_edu.experiments` -- the paper's ablations: grids, resumable results, reports.
 """
 
 __version__ = "0.1.0"
@@ -114,6 +115,13 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "estimate_values",
         "get_or_train_ensemble",
         "train_ensemble",
+    ),
+    "experiments": (
+        "ABLATIONS",
+        "aggregate",
+        "paper_results",
+        "plan_ablation",
+        "run_ablation",
     ),
 }
 _NAME_TO_MODULE = {name: module for module, names in _LAZY_EXPORTS.items() for name in names}
