@@ -15,6 +15,7 @@ INFO_PROVIDERS: tuple[str, ...] = (
     "opcc_edu.policies",
     "opcc_edu.queries",
     "opcc_edu.datasets",
+    "opcc_edu.experiments",
 )
 
 

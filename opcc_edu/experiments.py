@@ -66,6 +66,7 @@ from .config import Profile, get_profile
 from .utils import check_choice
 
 __all__ = [
+    "info_lines",
     "METRICS",
     "RESULT_COLUMNS",
     "RUN_COLUMNS",
@@ -1692,3 +1693,17 @@ def _report_handler(args: Any) -> int:
     print(path.read_text(encoding="utf-8"))
     print(f"written to {path}", file=sys.stderr)
     return 0
+
+
+def info_lines() -> list[str]:
+    """The section of ``opcc-edu info``: registered ablations and committed results."""
+    lines = ["Ablations (opcc-edu ablation NAME; paper Section 7, Appendix B):"]
+    for ablation in ABLATIONS.values():
+        tables = ", ".join(map(str, ablation.paper_tables)) or "-"
+        lines.append(f"  {ablation.name:<15} factor {ablation.factor:<15} paper tables {tables}")
+    root = find_results_root()
+    if root is not None:
+        for runs in sorted(root.glob("*/runs.csv")):
+            count = len(_read_csv_rows(runs, RUN_COLUMNS))
+            lines.append(f"  committed results: {runs.parent} ({count} runs)")
+    return lines
