@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -523,6 +524,34 @@ def _command_line() -> str:
     return shlex.join(argv)
 
 
+RUN_FORMAT = 1
+"""Version of the training recipe stored in checkpoints; cached runs of another version are not reused."""
+
+
+def _cached_checkpoints(out_dir: Path, env_name: str, seed: int, config: PPOConfig, steps: Sequence[int]) -> list[Path] | None:
+    """Checkpoint files of an identical earlier run for every step, or None if any is missing."""
+    paths = []
+    for step in steps:
+        path = out_dir / f"step_{step:09d}.safetensors"
+        if not path.exists():
+            return None
+        try:
+            _, meta = load_tensors(path)
+        except (OSError, ValueError):
+            return None
+        same = (
+            meta.get("env_name") == env_name
+            and meta.get("seed") == seed
+            and meta.get("ppo_config") == config.to_dict()
+            and meta.get("run_format", 1) == RUN_FORMAT  # files predating the field are format 1
+            and meta.get("train_step") == step
+        )
+        if not same:
+            return None
+        paths.append(path)
+    return paths
+
+
 def train_ppo(
     env_name: str,
     seed: int,
@@ -533,6 +562,7 @@ def train_ppo(
     transition_callback: TransitionCallback | None = None,
     config: PPOConfig | None = None,
     metadata: dict[str, Any] | None = None,
+    reuse: bool = False,
 ) -> list[Path]:
     """Train a PPO policy and save an exported :class:`Actor` at each checkpoint step.
 
@@ -558,6 +588,9 @@ def train_ppo(
             episode ends), ``terminated (n,)`` and ``truncated (n,)`` booleans.
         config: hyperparameters (default :func:`default_ppo_config`).
         metadata: extra JSON facts stored in every checkpoint.
+        reuse: if ``out_dir`` already holds every requested checkpoint from a run with the same
+            environment, seed and configuration (possibly a longer run: its first steps are this
+            run's), return those files instead of training. Ignored with a transition callback.
 
     Returns:
         Paths of the saved checkpoints, in step order.
@@ -586,6 +619,10 @@ def train_ppo(
     wanted.add(total)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if reuse and transition_callback is None:
+        cached = _cached_checkpoints(out_dir, env_name, int(seed), config, sorted(wanted))
+        if cached is not None:
+            return cached
 
     set_random_seed(int(seed))
     venv = DummyVecEnv([_make_training_env(env_name, config)] * config.n_envs)
@@ -618,6 +655,7 @@ def train_ppo(
         "seed": int(seed),
         "total_steps": total,
         "ppo_config": config.to_dict(),
+        "run_format": RUN_FORMAT,
         "package_versions": _package_versions(),
         **(metadata or {}),
     }
@@ -886,7 +924,8 @@ def _locked_json(path: Path, default: dict[str, Any]) -> Iterator[dict[str, Any]
     """Read-modify-write a JSON file under an exclusive lock (builds of several environments
     may run at once and must not lose each other's rows)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = path.with_name("." + path.name + ".lock")
+    # The lock lives in the cache so that the package's assets directory stays clean.
+    lock_path = cache_dir("locks") / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16] + ".lock")
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -905,6 +944,18 @@ def checkpoint_schedule(total_steps: int, n_checkpoints: int, rollout_steps: int
     early = total * np.array([0.01, 0.02, 0.04])
     steps = {_round_up(int(s), rollout_steps) for s in np.concatenate([grid, early])}
     return sorted(s for s in steps if 0 <= s <= total)
+
+
+def _schedule(total_steps: int, n_checkpoints: int, config: PPOConfig, stop_step: int | None) -> tuple[list[int], int]:
+    """Candidate steps and the steps to train: the schedule of a ``total_steps`` run, cut at
+    ``stop_step`` (a prefix of that run, exact because every PPO schedule is constant)."""
+    steps = checkpoint_schedule(total_steps, n_checkpoints, config.rollout_steps)
+    if stop_step is None:
+        return steps, steps[-1]
+    stop = _round_up(check_positive_int(stop_step, "stop_step"), config.rollout_steps)
+    if stop > steps[-1]:
+        raise ValueError(f"stop_step {stop_step} exceeds total_steps {total_steps}")
+    return [s for s in steps if s < stop] + [stop], stop
 
 
 def _evaluate_checkpoints(env_name: str, paths: Sequence[Path], episodes: int, seed: int, progress: bool):
@@ -935,12 +986,18 @@ def build_query_policies(
     assets_dir: str | os.PathLike | None = None,
     work_dir: str | os.PathLike | None = None,
     config: PPOConfig | None = None,
+    stop_step: int | None = None,
+    reuse: bool = True,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Train one PPO run, evaluate its checkpoints and ship four of distinct quality.
 
     Writes ``<assets>/policies/<env>/level{1..4}.safetensors``, a candidate log
     ``<env>/training_log.txt`` and the environment's rows of ``policy_table.json``.
+
+    Candidates are the checkpoints of :func:`checkpoint_schedule`. ``stop_step`` ends the run
+    early (the candidates are the schedule's steps before it, plus ``stop_step``), and ``reuse``
+    takes the checkpoints of an identical earlier run from ``work_dir`` instead of training.
 
     Returns:
         The four table rows (level 1 first).
@@ -950,9 +1007,9 @@ def build_query_policies(
     assets = Path(assets_dir or ASSETS_DIR)
     work = Path(work_dir) if work_dir else cache_dir("policy_runs", env_name, f"query_seed{seed}")
     command = _command_line()
-    steps = checkpoint_schedule(total_steps, n_checkpoints, config.rollout_steps)
+    steps, total_steps = _schedule(total_steps, n_checkpoints, config, stop_step)
     paths = train_ppo(
-        env_name, seed, total_steps, steps, work, progress=progress, config=config, metadata={"command": command}
+        env_name, seed, total_steps, steps, work, progress=progress, config=config, metadata={"command": command}, reuse=reuse
     )
     results = _evaluate_checkpoints(env_name, paths, episodes, eval_seed, progress)
     chosen = select_levels([r["returns"].mean() for r in results])
@@ -1004,6 +1061,8 @@ def build_behavior_policies(
     assets_dir: str | os.PathLike | None = None,
     work_dir: str | os.PathLike | None = None,
     config: PPOConfig | None = None,
+    stop_step: int | None = None,
+    reuse: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Train the behaviour run of a locomotion environment and ship *medium* and *expert*.
@@ -1020,9 +1079,9 @@ def build_behavior_policies(
     assets = Path(assets_dir or ASSETS_DIR)
     work = Path(work_dir) if work_dir else cache_dir("policy_runs", env_name, f"behavior_seed{seed}")
     command = _command_line()
-    steps = checkpoint_schedule(total_steps, n_checkpoints, config.rollout_steps)
+    steps, total_steps = _schedule(total_steps, n_checkpoints, config, stop_step)
     paths = train_ppo(
-        env_name, seed, total_steps, steps, work, progress=progress, config=config, metadata={"command": command}
+        env_name, seed, total_steps, steps, work, progress=progress, config=config, metadata={"command": command}, reuse=reuse
     )
     results = _evaluate_checkpoints(env_name, paths, episodes, eval_seed, progress)
     expert = len(results) - 1
@@ -1090,6 +1149,13 @@ def add_build_parser(subparsers) -> None:
     p.add_argument("--episodes", type=int, default=EVAL_EPISODES, help=f"evaluation episodes (default {EVAL_EPISODES})")
     p.add_argument("--assets-dir", default=None, help="write assets here instead of the package (for experiments)")
     p.add_argument("--work-dir", default=None, help="directory for all checkpoints (default: the cache)")
+    p.add_argument(
+        "--stop-at",
+        type=int,
+        default=None,
+        help="end the run after this many steps; candidates are the --steps run's checkpoints before it",
+    )
+    p.add_argument("--no-reuse", action="store_true", help="retrain even if the work directory holds this run's checkpoints")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_build_handler)
 
@@ -1105,6 +1171,8 @@ def _build_handler(args) -> int:
         episodes=check_positive_int(args.episodes, "--episodes"),
         assets_dir=args.assets_dir,
         work_dir=args.work_dir,
+        stop_step=args.stop_at,
+        reuse=not args.no_reuse,
         progress=not args.no_progress,
     )
     if args.behavior:

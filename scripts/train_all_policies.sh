@@ -8,14 +8,16 @@
 # of one thread each: about 80 minutes on two busy CPU cores (measured 1,100-1,700 PPO steps/s
 # for locomotion and 2,500-3,500 for the mazes per process).
 #
-# Usage: scripts/train_all_policies.sh [all|A|B|job ENV query|behavior STEPS]
+# Usage: scripts/train_all_policies.sh [all|A|B|job ENV query|behavior STEPS [STOP]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 LOG_DIR=${LOG_DIR:-runs}
 mkdir -p "$LOG_DIR"
 
-# "environment kind PPO-steps"; the two queues take about the same time.
+# "environment kind PPO-steps [stop-step]"; the two queues take about the same time. A stop step
+# ends a run early: its candidates are the full run's checkpoints up to there (exact, because
+# PPO's schedules are constant). The hopper run was cut at 1.36M steps to fit the time budget.
 QUEUE_A=(
     "halfcheetah query 2500000"
     "maze2d-umaze query 600000"
@@ -24,7 +26,7 @@ QUEUE_A=(
     "hopper behavior 1200000"
 )
 QUEUE_B=(
-    "hopper query 2500000"
+    "hopper query 2500000 1355776"
     "maze2d-medium query 1000000"
     "maze2d-large query 1500000"
     "halfcheetah behavior 1200000"
@@ -32,9 +34,10 @@ QUEUE_B=(
 )
 
 run_job() {
-    local env=$1 kind=$2 steps=$3
+    local env=$1 kind=$2 steps=$3 stop=${4:-}
     local extra=()
-    if [[ $kind == behavior ]]; then extra=(--behavior); fi
+    if [[ $kind == behavior ]]; then extra+=(--behavior); fi
+    if [[ -n $stop ]]; then extra+=(--stop-at "$stop"); fi
     echo "$(date -u +%FT%TZ) start $env $kind $steps"
     nice -n 10 opcc-edu build policies "$env" "${extra[@]}" --steps "$steps" --checkpoints 24 \
         >"$LOG_DIR/policies_${env}_${kind}.txt" 2>&1
@@ -58,5 +61,5 @@ case ${1:-all} in
     A) run_queue "${QUEUE_A[@]}" ;;
     B) run_queue "${QUEUE_B[@]}" ;;
     job) shift; run_job "$@" ;;
-    *) echo "usage: $0 [all|A|B|job ENV query|behavior STEPS]" >&2; exit 2 ;;
+    *) echo "usage: $0 [all|A|B|job ENV query|behavior STEPS [STOP]]" >&2; exit 2 ;;
 esac

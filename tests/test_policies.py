@@ -143,6 +143,20 @@ def test_train_ppo_is_deterministic_and_a_prefix_replays_exactly(tmp_path):
     assert not torch.equal(first["layers.0.weight"], last["layers.0.weight"])
 
 
+def test_train_ppo_reuses_an_identical_earlier_run(tmp_path):
+    long = policies.train_ppo("hopper", 2, 768, [0, 256, 512], tmp_path, progress=False, config=TINY)
+    stamps = {p: p.stat().st_mtime_ns for p in long}
+    again = policies.train_ppo("hopper", 2, 512, [256], tmp_path, progress=False, config=TINY, reuse=True)
+    assert again == [tmp_path / "step_000000256.safetensors", tmp_path / "step_000000512.safetensors"]
+    assert all(p.stat().st_mtime_ns == stamps[p] for p in again)  # nothing was retrained
+    # Another seed is another run: it is trained, not taken from the cache.
+    other = policies.train_ppo("hopper", 5, 256, [], tmp_path, progress=False, config=TINY, reuse=True)
+    assert load_actor(other[-1])[1]["seed"] == 5
+    schedule, total = policies._schedule(2048, 4, TINY, stop_step=1000)
+    assert total == 1024 and schedule[-1] == 1024
+    assert set(schedule[:-1]) <= set(policies.checkpoint_schedule(2048, 4, TINY.rollout_steps))
+
+
 def test_maze_training_reports_the_sparse_reward(tmp_path):
     rec = Recorder()
     policies.train_ppo("maze2d-open", 0, 256, [], tmp_path, progress=False, transition_callback=rec, config=TINY)
