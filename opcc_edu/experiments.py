@@ -755,9 +755,23 @@ def baseline_answer_function(profile: Profile | str | None = None, **answer_kwar
         )
         values = _values_from_answers(answers)
         values.info.setdefault("seconds", time.perf_counter() - start)
+        values.info.update(_query_provenance(run.environment))
         return values
 
     return answer
+
+
+def _query_provenance(env_name: str) -> dict[str, Any]:
+    """SHA-256 of the shipped query set a run answered, so results name their queries."""
+    try:
+        from .queries import query_set_path
+
+        sidecar = Path(str(query_set_path(env_name)) + ".sha256")
+        if sidecar.exists():
+            return {"queries_sha256": sidecar.read_text(encoding="utf-8").split()[0]}
+    except (ImportError, OSError, IndexError):
+        pass
+    return {}
 
 
 def _ensemble_config(baselines: Any, profile: Profile, run: RunSpec) -> Any:
