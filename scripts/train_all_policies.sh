@@ -5,8 +5,8 @@
 # Each job is one deterministic PPO run (`opcc-edu build policies ENV [--behavior]`, seed 0 for
 # query policies, seed 1 for behaviour policies) that writes its weights, its candidate log and
 # its rows of policy_table.json / behavior.json under opcc_edu/assets/. Jobs run in two queues
-# of one thread each: about 80 minutes on two busy CPU cores (measured 1,100-1,700 PPO steps/s
-# for locomotion and 2,500-3,500 for the mazes per process).
+# of one thread each: about 80 minutes on two busy CPU cores (measured 1,000-1,700 PPO steps/s
+# for locomotion and 1,500-3,500 for the mazes per process while other work shared the cores).
 #
 # Usage: scripts/train_all_policies.sh [all|A|B|job ENV query|behavior STEPS [STOP]]
 set -euo pipefail
@@ -22,15 +22,15 @@ QUEUE_A=(
     "halfcheetah query 2500000"
     "maze2d-umaze query 600000"
     "maze2d-open query 300000"
-    "walker2d query 2000000"
+    "walker2d query 1500000"
     "hopper behavior 1200000"
 )
 QUEUE_B=(
     "hopper query 2500000 1355776"
     "maze2d-medium query 1000000"
     "maze2d-large query 1500000"
-    "halfcheetah behavior 1200000"
-    "walker2d behavior 1200000"
+    "halfcheetah behavior 800000"
+    "walker2d behavior 1000000"
 )
 
 run_job() {
