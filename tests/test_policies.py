@@ -227,6 +227,12 @@ def test_build_entry_points_write_assets_that_replay(tmp_path):
         policies.replay_behavior_run("hopper", Recorder(), out_dir=tmp_path / "replay2", progress=False, assets_dir=tmp_path)
 
 
+def test_paper_table9_golden_values():
+    paper = policies.paper_policy_table("halfcheetah")
+    assert list(paper["mean_return"]) == [1168, 1044, 785, 94]
+    assert len(policies.paper_policy_table()) == 4 * len(ENV_NAMES)
+
+
 def test_bad_arguments_name_the_valid_choices():
     with pytest.raises(ValueError, match="level"):
         policies.load_policy("maze2d-open", 5)
