@@ -638,3 +638,25 @@ def test_default_dataset_is_used_when_no_name_is_given(cache):
     named = ds.load_dataset("maze2d-open", ds.DEFAULT_DATASET["maze2d-open"], size=500, progress=False)
     for key in default:
         np.testing.assert_array_equal(default[key], named[key])
+
+
+def _queries_available(env_name: str) -> bool:
+    from pathlib import Path
+
+    import opcc_edu
+
+    return (Path(opcc_edu.__file__).parent / "assets" / "queries" / f"{env_name}.npz").exists()
+
+
+@pytest.mark.skipif(not _queries_available("hopper"), reason="hopper query set not shipped")
+def test_coverage_of_the_shipped_query_set(hopper_random):
+    from opcc_edu.queries import load_queries
+
+    queries = load_queries("hopper")
+    result = ds.query_dataset_distances(queries, hopper_random)
+    assert result.distance.shape == (len(queries),)
+    assert np.isfinite(result.distance).all() and (result.distance >= 0).all()
+    # Same-state queries share their start state, so only the first actions separate the sides.
+    same = queries.same_state
+    if same.any():
+        assert np.allclose(queries.obs_a[same], queries.obs_b[same])
