@@ -1598,6 +1598,8 @@ def report_text(out: str | os.PathLike | None = None, fmt: str = "markdown", pro
                 f"{len(results['run_id'].unique())} runs; total wall time {meta.get('total_wall_seconds', 0):.0f} s; "
                 f"machine: {' | '.join(machines)}."
             )
+            used = results.groupby("environment")["dataset"].agg(lambda d: ", ".join(sorted(set(d))))
+            chunks.append("Datasets: " + "; ".join(f"{env}: {names}" for env, names in used.items()) + ".")
             commands = list(dict.fromkeys(s.get("command", "") for s in sessions))
             chunks.append(("Commands: " if md else "Commands: ") + "; ".join(f"`{c}`" if md else f"\\texttt{{{c}}}" for c in commands))
         for ablation in ABLATIONS.values():
