@@ -537,8 +537,7 @@ class Answers:
 
             _, ax = plt.subplots(figsize=(5, 4))
         for name in confidences or list(self.predictions):
-            aurcc = self.metrics[name][ALL_HORIZONS]["aurcc"]
-            label = f"{CONFIDENCE_NAMES.get(name, name)} (AURCC {aurcc:.3f})"
+            label = CONFIDENCE_NAMES.get(name, name)  # the plot appends the AURCC
             plot_risk_coverage(self.predictions[name], self.target, self.confidences[name], ax=ax, label=label)
         ax.set_title(f"{self.env_name} / {self.dataset_name}, M = {self.ensemble_size}")
         return ax
