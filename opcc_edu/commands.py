@@ -8,6 +8,7 @@ import importlib
 import numpy as np
 
 from .config import get_profile
+from .utils import check_positive_int
 
 # Modules that contribute a section to `opcc-edu info` through a function
 # `info_lines() -> list[str]`; missing modules are skipped.
@@ -119,6 +120,9 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--termination", choices=["predefined", "learned", "none"], default="predefined")
     p.add_argument("--mixture", action="store_true", help="a random member per rollout step")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when available)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice; 1 is best on a busy machine)"
+    )
     p.add_argument("--no-cache", action="store_true", help="always train; store nothing")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_run)
@@ -130,6 +134,10 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError as exc:  # a partial install: fall back to the tabular demonstration
         print(f"opcc-edu run: the model-based pipeline is unavailable ({exc}); running mdp-demo instead")
         return _mdp_demo(argparse.Namespace(states=6, actions=2, horizon=10, gamma=1.0, seed=args.seed))
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(check_positive_int(args.threads, "--threads"))
     sizes = {"ensemble_size": args.ensemble_size, "train_steps": args.train_steps}
     config = EnsembleConfig.from_profile(
         seed=args.seed,

@@ -243,7 +243,7 @@ def test_run_command_end_to_end(cache, tmp_path, monkeypatch):
     monkeypatch.setattr(opcc_edu.policies, "load_policies", lambda env: toy_policies())
     monkeypatch.setattr(opcc_edu.datasets, "load_dataset", lambda env, name, size=None, seed=0, progress=True: toy_dataset(1000))
     out = tmp_path / "runs"
-    code = main(["run", ENV, "1k", "--out", str(out), "--no-progress", "--ensemble-size", "3", "--train-steps", "30"])
+    code = main(["run", ENV, "1k", "--out", str(out), "--no-progress", "--ensemble-size", "3", "--train-steps", "30", "--threads", "1"])
     assert code == 0
     files = sorted(p.name for p in out.rglob("*") if p.is_file())
     assert any(name.endswith(".json") for name in files) and any(name.endswith(".png") for name in files)

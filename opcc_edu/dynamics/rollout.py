@@ -252,7 +252,7 @@ def _rollout_chunk(model, policies, obs, policy_index, first_action, gamma, step
         state = nxt
         bar.update(1)
     k = len(obs)
-    return curve.reshape(steps, m, k, runs).double().cpu().numpy()
+    return curve.reshape(steps, m, k, runs).cpu().double().numpy()  # float64 only on the host
 
 
 def _policy_groups(policy_index: np.ndarray) -> list[tuple[int, int, int]]:
