@@ -159,7 +159,9 @@ def rollout_values(
     if chunk_rows is None:
         chunk_rows, auto_block = _chunk_shape(model, u * runs, int(horizon.max()), memory_budget, device, mixture)
         member_block = auto_block if member_block is None else member_block
-    member_block = m if member_block is None or mixture else min(m, check_positive_int(member_block, "member_block"))
+    if member_block is None or mixture or not hasattr(model, "select_members"):
+        member_block = m
+    member_block = min(m, check_positive_int(member_block, "member_block"))
     chunk_rows = max(1, check_positive_int(chunk_rows, "chunk_rows") // runs)
     by_horizon = np.argsort(u_horizon, kind="stable")
     chunks = [by_horizon[s : s + chunk_rows] for s in range(0, u, chunk_rows)]
