@@ -213,10 +213,14 @@ def ensemble_cache_path(env_name: str, dataset_name: str, config: EnsembleConfig
     """Cache file of the ensemble trained with ``config`` on one dataset.
 
     The file name hashes everything that determines the weights: the training fields of the
-    config, the environment, the dataset's name, size and seed, and :data:`CACHE_FORMAT`.
+    config, the environment, the dataset's name, size, seed and generator version, and
+    :data:`CACHE_FORMAT`.
     """
+    from .datasets import DATA_FORMAT_VERSION
+
     key = {
         "format": CACHE_FORMAT,
+        "data_format": DATA_FORMAT_VERSION,
         "env": env_name,
         "dataset": dataset_name,
         "dataset_size": dataset_size,
