@@ -28,7 +28,6 @@ same in any batch and in a one-query loop.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -322,9 +321,9 @@ def stacked_policy(policies: Sequence[Any]):
 
     if len(policies) == 0:
         raise ValueError("policies must hold at least one actor, got an empty sequence")
-    # Deep copies: the caller's float32 actors stay untouched.
-    stacked = StackedActors([copy.deepcopy(p) for p in policies])
-    return stacked.double().eval()
+    # StackedActors copies the weights into its own buffers, so converting it to float64
+    # leaves the caller's float32 actors untouched (float32 -> float64 is exact).
+    return StackedActors(list(policies)).double().eval()
 
 
 def _policy_actions(stacked, obs: np.ndarray, index: np.ndarray) -> np.ndarray:
