@@ -93,6 +93,9 @@ __all__ = [
     "results_dir",
     "find_results_root",
     "committed_results",
+    "committed_profiles",
+    "load_runs",
+    "ablation_rows",
     "read_meta",
     "load_results",
     "load_run_values",
@@ -1105,6 +1108,36 @@ def committed_results(
     return None
 
 
+def committed_profiles(
+    root: str | os.PathLike | None = None,
+    prefer: Sequence[str] = ("paper", "classroom", "tiny"),
+    ablation: str | Ablation | None = None,
+) -> list[Path]:
+    """Every results directory under ``root`` that holds ``ablation`` (all levels of a
+    configuration ablation), largest profile first; see :func:`committed_results`."""
+    root_path = Path(root) if root is not None else find_results_root()
+    if root_path is None:
+        return []
+    out = []
+    for name in prefer:
+        found = committed_results(root_path, prefer=(name,), ablation=ablation)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def load_runs(directory: str | os.PathLike) -> Any:
+    """``runs.csv`` of a results directory (one row per finished run, with its wall time in
+    seconds) as a DataFrame."""
+    import pandas as pd
+
+    frame = pd.DataFrame(_read_csv_rows(Path(directory) / "runs.csv", RUN_COLUMNS), columns=list(RUN_COLUMNS))
+    for column in ("seed", "n_queries", "ensemble_size"):
+        frame[column] = frame[column].astype(np.int64)
+    frame["seconds"] = frame["seconds"].astype(np.float64)
+    return frame
+
+
 def read_meta(directory: str | os.PathLike) -> dict[str, Any]:
     """``meta.json`` of a results directory: one session per invocation (command, machine,
     profile, start time, wall seconds, runs completed) and ``total_wall_seconds``."""
@@ -1139,6 +1172,19 @@ def load_run_values(directory: str | os.PathLike, run: RunSpec | str) -> RunValu
 # --------------------------------------------------------------------------------------------
 # Aggregation
 # --------------------------------------------------------------------------------------------
+def ablation_rows(results: Any, ablation: str | Ablation, grid: GridSpec | None = None) -> Any:
+    """The rows of ``results`` that an ablation's table is made of, with a ``level`` column:
+    one confidence function, all queries (or one horizon), the full ensemble (or a prefix),
+    and the configurations of its levels (the default one for selection factors).
+
+    Args:
+        results: the results DataFrame (:func:`load_results`).
+        ablation: registry key or :class:`Ablation`.
+        grid: restrict to the runs of this grid.
+    """
+    return _select(results, get_ablation(ablation), grid)
+
+
 def _select(results: Any, ablation: Ablation, grid: GridSpec | None = None) -> Any:
     """Rows of ``results`` that belong to ``ablation``, with a ``level`` column added."""
     frame = results.copy()

@@ -478,3 +478,16 @@ def test_committed_results_for_one_ablation(tmp_path):
     assert ex.committed_results(root, ablation="horizon") == root / "classroom"
     assert ex.committed_results(root, ablation="prior-scale") == root / "tiny"
     assert ex.committed_results(root, ablation="mixture") is None
+
+
+def test_committed_profiles_and_runs_table(tmp_path):
+    root = tmp_path / "ablations"
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    for profile in ("tiny", "classroom"):
+        ex.run_grid(ex.plan_ablation("horizon", profile, datasets=["1m"], seeds=2), root / profile, answer_fn=answer, profile=profile, progress=False)
+    assert ex.committed_profiles(root, ablation="horizon") == [root / "classroom", root / "tiny"]
+    assert ex.committed_profiles(root, ablation="prior-scale") == []
+    runs = ex.load_runs(root / "tiny")
+    assert len(runs) == 2 and (runs["seconds"] >= 0).all() and set(runs["n_queries"]) == {50}
+    rows = ex.ablation_rows(ex.load_results(root / "tiny"), "horizon")
+    assert set(rows["level"]) == {str(h) for h in HORIZONS} and set(rows["run_id"]) == set(runs["run_id"])
