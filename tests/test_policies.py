@@ -64,6 +64,21 @@ def test_save_load_round_trip_and_corruption(tmp_path):
         load_actor(path)
 
 
+def test_policies_load_and_run_without_stable_baselines3(tmp_path):
+    import subprocess
+    import sys
+
+    save_actor(tmp_path / "a.safetensors", random_actor(), {})
+    code = (
+        "import sys; sys.modules['stable_baselines3'] = None\n"  # any import of it now fails
+        "import torch; from opcc_edu.policies import load_actor, StackedActors\n"
+        f"actor, _ = load_actor({str(tmp_path / 'a.safetensors')!r})\n"
+        "out = StackedActors([actor, actor])(torch.zeros(3, 5), torch.tensor([0, 1, 0]))\n"
+        "assert out.shape == (3, 2) and 'stable_baselines3' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_stacked_actors_equal_a_per_row_loop():
     actors = [random_actor(seed=s) for s in range(4)]
     stacked = StackedActors(actors)
