@@ -903,13 +903,16 @@ def machine_description() -> str:
 
 
 def _update_meta(directory: Path, session: Mapping[str, Any]) -> None:
+    """Add ``session`` to meta.json, or replace the entry with the same ``id`` (a session is
+    rewritten after every run, so a killed grid still records what it finished)."""
     from .io import atomic_write_text
 
     path = directory / "meta.json"
     meta: dict[str, Any] = {"sessions": []}
     if path.exists():
         meta = json.loads(path.read_text(encoding="utf-8"))
-    meta.setdefault("sessions", []).append(dict(session))
+    sessions = [s for s in meta.setdefault("sessions", []) if s.get("id") is None or s.get("id") != session.get("id")]
+    meta["sessions"] = sessions + [dict(session)]
     meta["total_wall_seconds"] = round(sum(float(s.get("wall_seconds", 0.0)) for s in meta["sessions"]), 1)
     atomic_write_text(path, json.dumps(meta, indent=2) + "\n")
 
@@ -953,7 +956,17 @@ def run_grid(
     if max_runs is not None:
         pending = pending[: max(0, int(max_runs))]
     started, clock = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
-    completed = 0
+    session = {
+        "id": f"{started.isoformat(timespec='microseconds')}/{os.getpid()}",
+        "label": label,
+        "command": command if command is not None else " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "machine": machine_description(),
+        "profile": profile.name,
+        "started": started.isoformat(timespec="seconds"),
+        "wall_seconds": 0.0,
+        "runs_completed": 0,
+        "runs_in_grid": len(grid.runs()),
+    }
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -994,26 +1007,17 @@ def run_grid(
                     }
                 ],
             )
-            completed += 1
+            session["runs_completed"] += 1
+            session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+            _update_meta(directory, session)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-        if completed:
-            _update_meta(
-                directory,
-                {
-                    "label": label,
-                    "command": command if command is not None else " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]]),
-                    "machine": machine_description(),
-                    "profile": profile.name,
-                    "started": started.isoformat(timespec="seconds"),
-                    "wall_seconds": round(time.perf_counter() - clock, 1),
-                    "runs_completed": completed,
-                    "runs_in_grid": len(grid.runs()),
-                },
-            )
+        if session["runs_completed"]:
+            session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+            _update_meta(directory, session)
     return load_results(directory)
 
 
@@ -1202,6 +1206,8 @@ def _select(results: Any, ablation: Ablation, grid: GridSpec | None = None) -> A
         frame = frame[frame["confidence"].isin([level.label for level in ablation.levels])]
     if factor != "ensemble_count":
         frame = frame[frame["ensemble_count"] == frame["ensemble_size"]]
+    if factor != "dataset" and grid is None and len(frame):
+        frame = frame[_paper_datasets_mask(frame)]
     if ablation.is_selection:
         frame = frame[frame["configuration"] == "default"]
         frame = frame.assign(level=frame[factor].astype(str))
@@ -1210,6 +1216,29 @@ def _select(results: Any, ablation: Ablation, grid: GridSpec | None = None) -> A
         frame = frame[frame["configuration"].isin(labels)]
         frame = frame.assign(level=frame["configuration"].map(labels))
     return frame
+
+
+def _paper_datasets_mask(frame: Any) -> Any:
+    """Rows on the datasets the paper's non-dataset tables used, where an environment has any.
+
+    The paper averaged every other ablation over the ``1m`` maze data and all five locomotion
+    datasets. Extra maze prefixes (1k, 10k, 100k) exist in a results table only because the
+    dataset-type ablation ran them, with the default configuration alone; mixing them into
+    the default level of another ablation would compare levels on different data. An
+    environment without any of the paper's datasets keeps all its rows.
+    """
+    keep = np.zeros(len(frame), dtype=bool)
+    environments = frame["environment"].to_numpy()
+    datasets = frame["dataset"].to_numpy()
+    for env in np.unique(environments):
+        in_env = environments == env
+        try:
+            wanted = set(default_datasets(str(env), "paper"))
+        except (KeyError, ValueError):
+            wanted = set()
+        on_paper_data = in_env & np.isin(datasets, list(wanted))
+        keep |= on_paper_data if on_paper_data.any() else in_env
+    return keep
 
 
 def _level_order(ablation: Ablation, levels: Iterable[str]) -> list[str]:
@@ -1235,7 +1264,10 @@ def aggregate(
     """Mean +- 95% t-interval half-width of each metric per (environment, level).
 
     The samples of a cell are the runs of that environment and level: seeds x datasets (seeds
-    only for the dataset-type ablation, whose level is the dataset). The interval is the
+    only for the dataset-type ablation, whose level is the dataset). Without a ``grid``, the
+    other ablations use the datasets of the paper's tables where an environment has them
+    (``1m`` for the mazes, the five locomotion datasets), so the extra maze prefixes of the
+    dataset-type ablation do not enter another ablation's default level. The interval is the
     two-sided Student-t interval of the mean, ``t_{(1+level)/2, n-1} s / sqrt(n)``; with one
     run it is ``nan``.
 

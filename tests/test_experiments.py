@@ -491,3 +491,19 @@ def test_committed_profiles_and_runs_table(tmp_path):
     assert len(runs) == 2 and (runs["seconds"] >= 0).all() and set(runs["n_queries"]) == {50}
     rows = ex.ablation_rows(ex.load_results(root / "tiny"), "horizon")
     assert set(rows["level"]) == {str(h) for h in HORIZONS} and set(rows["run_id"]) == set(runs["run_id"])
+
+
+def test_other_ablations_ignore_the_extra_maze_prefixes_of_the_dataset_ablation(tmp_path):
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    for name in ("dataset-type", "prior-scale"):
+        ex.run_grid(ex.plan_ablation(name, "tiny", seeds=2), tmp_path, answer_fn=answer, progress=False)
+    results = ex.load_results(tmp_path)
+    assert set(results["dataset"]) == {"1k", "10k", "1m"}
+    prior = ex.aggregate(results, "prior-scale")
+    assert set(prior["n_samples"]) == {2}, "both levels on the 1m data only"
+    assert set(ex.ablation_rows(results, "horizon")["dataset"]) == {"1m"}
+    datasets = ex.aggregate(results, "dataset-type")
+    assert list(datasets["level"].unique()) == ["1k", "10k", "1m"]
+    # an environment run on other data only keeps it
+    other = results[results["dataset"] == "10k"]
+    assert set(ex.ablation_rows(other, "horizon")["dataset"]) == {"10k"}
