@@ -291,20 +291,41 @@ def _behavior_available(env_name: str) -> bool:
     return all(behavior_weights_path(env_name, k).exists() for k in ("medium", "expert"))
 
 
-@pytest.mark.skipif(not _behavior_available("hopper"), reason="behaviour policies not built")
-def test_mean_return_random_below_medium_below_expert(cache):
-    returns = {
-        name: ds.summarize_dataset(ds.load_dataset("hopper", name, 3000, progress=False)).mean_episode_return
-        for name in ("random", "medium", "expert")
-    }
+@pytest.mark.parametrize("env_name", ["halfcheetah", "hopper", "walker2d"])
+def test_mean_return_random_below_medium_below_expert(env_name, cache):
+    if not _behavior_available(env_name):
+        pytest.skip(f"behaviour policies of {env_name} not built")
+    # 8 streams x 1000 steps: long enough for whole hopper/walker episodes of every type.
+    data = {name: ds.load_dataset(env_name, name, 8000, progress=False) for name in ("random", "medium", "expert")}
+    returns = {name: ds.summarize_dataset(d).mean_episode_return for name, d in data.items()}
+    per_step = {name: ds.summarize_dataset(d).mean_reward for name, d in data.items()}
     assert returns["random"] < returns["medium"] < returns["expert"], returns
+    assert per_step["random"] < per_step["medium"] < per_step["expert"], per_step
 
 
-@pytest.mark.skipif(not _behavior_available("hopper"), reason="behaviour policies not built")
+@pytest.mark.skipif(
+    not any(_behavior_available(e) for e in ("halfcheetah", "hopper", "walker2d")), reason="behaviour policies not built"
+)
+def test_medium_replay_from_the_shipped_behaviour_run(cache):
+    from opcc_edu.policies import behavior_info
+
+    env_name = next(e for e in ("halfcheetah", "hopper", "walker2d") if _behavior_available(e))
+    recipe = ds.get_recipe(env_name, "medium-replay")
+    assert ds.resolve_size(recipe, None) <= int(behavior_info(env_name)["medium_step"])
+    data = ds.load_dataset(env_name, "medium-replay", 1000, progress=False)
+    assert ds.validate_dataset(data, env_name) == 1000 and ds.continuity_error(data) == 0.0
+    with pytest.raises(ValueError, match="exceeds"):
+        ds.resolve_size(recipe, int(behavior_info(env_name)["medium_step"]) + 1)
+
+
+@pytest.mark.skipif(
+    not any(_behavior_available(e) for e in ("halfcheetah", "hopper", "walker2d")), reason="behaviour policies not built"
+)
 def test_medium_expert_is_medium_then_expert(cache):
-    mixed = ds.load_dataset("hopper", "medium-expert", 1001, progress=False)
-    medium = ds.load_dataset("hopper", "medium", 501, progress=False)
-    expert = ds.load_dataset("hopper", "expert", 500, progress=False)
+    env_name = next(e for e in ("halfcheetah", "hopper", "walker2d") if _behavior_available(e))
+    mixed = ds.load_dataset(env_name, "medium-expert", 1001, progress=False)
+    medium = ds.load_dataset(env_name, "medium", 501, progress=False)
+    expert = ds.load_dataset(env_name, "expert", 500, progress=False)
     np.testing.assert_array_equal(mixed["observations"], np.concatenate([medium["observations"], expert["observations"]]))
 
 
@@ -660,3 +681,18 @@ def test_coverage_of_the_shipped_query_set(hopper_random):
     same = queries.same_state
     if same.any():
         assert np.allclose(queries.obs_a[same], queries.obs_b[same])
+
+
+def test_reference_sets_common_units(umaze, hopper_random):
+    obs = umaze["observations"][:25] + 0.3
+    act = umaze["actions"][:25]
+    queries = FakeQueries(obs, act, obs, act)
+    narrow = ds.take_prefix(umaze, 300)
+    own = ds.query_dataset_distances(queries, narrow)
+    pooled = ds.pooled_dataset({"a": narrow, "b": umaze})
+    common = ds.query_dataset_distances(queries, narrow, reference=pooled)
+    points = np.concatenate([pooled["observations"], pooled["actions"]], axis=1).astype(np.float64)
+    np.testing.assert_allclose(common.scale, points.std(0))
+    assert not np.allclose(own.distance_a, common.distance_a)
+    table = ds.coverage_table(queries, {"300": narrow, "all": umaze})
+    assert table["median"].iloc[0] >= table["median"].iloc[1]  # a prefix never covers better

@@ -36,6 +36,7 @@ from .coverage import (
     plot_maze_visitation,
     plot_query_distances,
     plot_state_visitation,
+    pooled_dataset,
     query_dataset_distances,
     visitation_histogram,
 )
@@ -185,6 +186,7 @@ __all__ = [
     "plot_maze_visitation",
     "plot_query_distances",
     "plot_state_visitation",
+    "pooled_dataset",
     "query_dataset_distances",
     "resolve_size",
     "save_d4rl_hdf5",

@@ -12,7 +12,10 @@ coordinate the dataset never varies keeps scale 1), and the Euclidean distance i
 ``sqrt(D + A)``. The result is a root-mean-square distance per coordinate in units of the
 dataset's own spread: 0 means the query's pair occurs in the data, 1 means it is on average
 one standard deviation away in every coordinate. This keeps large-range coordinates (velocities)
-from drowning small ones (angles) and makes environments of different sizes comparable.
+from drowning small ones (angles) and makes environments of different sizes comparable. To
+compare *datasets* with each other, measure all of them in one unit: ``reference=`` the pooled
+datasets (:func:`pooled_dataset`), otherwise a widely spread dataset looks closer merely because
+its own standard deviations are larger.
 ``"range"`` scales by the dataset's min-max range instead; ``"none"`` uses raw units.
 """
 
@@ -113,7 +116,12 @@ def _brute_force_nearest(queries: np.ndarray, points: np.ndarray, block_bytes: i
 
 
 def nearest_distances(
-    queries: np.ndarray, points: np.ndarray, normalize: str = "standard", workers: int = 1, method: str = "auto"
+    queries: np.ndarray,
+    points: np.ndarray,
+    normalize: str = "standard",
+    workers: int = 1,
+    method: str = "auto",
+    reference: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Normalised distance from each query (N, K) to its nearest point (T, K).
 
@@ -126,6 +134,8 @@ def nearest_distances(
             ``brute`` (blocked matrix products; faster for large K such as HalfCheetah's 23,
             where kd-trees lose their pruning power -- see ``benchmarks/results/datasets.md``),
             or ``auto`` (kd-tree up to :data:`KDTREE_MAX_DIM` coordinates). All are exact.
+        reference: (T', K) points whose statistics set the units (default: ``points``). Pass
+            the pooled points of several datasets to compare distances across them in one unit.
 
     Returns:
         ``(distance (N,), index (N,), center (K,), scale (K,))``; distances are divided by
@@ -140,7 +150,7 @@ def nearest_distances(
         raise ValueError(f"queries (N, K) and points (T, K) must agree in K, got {queries.shape} and {points.shape}")
     if points.shape[0] == 0:
         raise ValueError("points must hold at least one row")
-    center, scale = normalizer(points, normalize)
+    center, scale = normalizer(points if reference is None else np.asarray(reference, dtype=np.float64), normalize)
     z_points, z_queries = (points - center) / scale, (queries - center) / scale
     if method == "auto":
         method = "kdtree" if points.shape[1] <= KDTREE_MAX_DIM else "brute"
@@ -157,6 +167,7 @@ def query_dataset_distances(
     normalize: str = "standard",
     workers: int = 1,
     method: str = "auto",
+    reference: Mapping[str, np.ndarray] | None = None,
 ) -> CoverageResult:
     """Distance of every query's (state, first action) pairs to the dataset's (state, action) pairs.
 
@@ -167,11 +178,14 @@ def query_dataset_distances(
         normalize: ``standard`` (default), ``range`` or ``none``; see the module docstring.
         workers: threads for the tree queries (``-1``: all cores).
         method: ``auto`` (default), ``kdtree`` or ``brute``; see :func:`nearest_distances`.
+        reference: a dataset whose (state, action) statistics set the units (default: ``data``).
+            Distances to *different* datasets are only comparable in a common unit: pass the
+            pooled datasets (see :func:`pooled_dataset`).
 
     Returns:
         A :class:`CoverageResult`.
     """
-    points = np.concatenate([np.asarray(data["observations"]), np.asarray(data["actions"])], axis=1)
+    points = _pairs(data)
     side_a = np.concatenate([np.asarray(queries.obs_a), np.asarray(queries.action_a)], axis=1)
     side_b = np.concatenate([np.asarray(queries.obs_b), np.asarray(queries.action_b)], axis=1)
     if side_a.shape[1] != points.shape[1]:
@@ -180,7 +194,10 @@ def query_dataset_distances(
             "are they from the same environment?"
         )
     n = side_a.shape[0]
-    dist, index, center, scale = nearest_distances(np.concatenate([side_a, side_b]), points, normalize, workers, method)
+    ref = None if reference is None else _pairs(reference)
+    dist, index, center, scale = nearest_distances(
+        np.concatenate([side_a, side_b]), points, normalize, workers, method, reference=ref
+    )
     return CoverageResult(
         distance_a=dist[:n],
         distance_b=dist[n:],
@@ -193,13 +210,30 @@ def query_dataset_distances(
     )
 
 
+def _pairs(data: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(T, D + A) joint ``[observation, action]`` rows of a dataset."""
+    return np.concatenate([np.asarray(data["observations"]), np.asarray(data["actions"])], axis=1)
+
+
+def pooled_dataset(datasets: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Observations and actions of several datasets stacked: a common ``reference`` for units."""
+    return {
+        "observations": np.concatenate([np.asarray(d["observations"]) for d in datasets.values()]),
+        "actions": np.concatenate([np.asarray(d["actions"]) for d in datasets.values()]),
+    }
+
+
 def coverage_table(queries: QueryLike, datasets: Mapping[str, Mapping[str, np.ndarray]], normalize: str = "standard"):
-    """One row per dataset: size and summary of the query distances (a pandas DataFrame)."""
+    """One row per dataset: size and summary of the query distances (a pandas DataFrame).
+
+    Distances are measured in the units of the pooled datasets, so rows are comparable.
+    """
     import pandas as pd
 
+    reference = pooled_dataset(datasets)
     rows = []
     for name, data in datasets.items():
-        result = query_dataset_distances(queries, data, normalize)
+        result = query_dataset_distances(queries, data, normalize, reference=reference)
         rows.append({"dataset": name, "transitions": result.dataset_size, **result.summary()})
     return pd.DataFrame(rows)
 
@@ -222,7 +256,7 @@ def plot_query_distances(
     if log:
         ax.set_xscale("log")
     normalize = next(iter(results.values())).normalize if results else "standard"
-    unit = {"standard": "dataset std units", "range": "dataset range units", "none": "raw units"}[normalize]
+    unit = {"standard": "standardised units", "range": "range units", "none": "raw units"}[normalize]
     ax.set_xlabel(f"query-to-dataset distance ({unit})")
     ax.set_ylabel("queries (count)")
     ax.legend(fontsize="small")
