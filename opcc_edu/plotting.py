@@ -272,7 +272,8 @@ def plot_query(queries, index: int, policies: Sequence[Any] | None = None, axes=
 def render_states(env_name: str, states: np.ndarray, width: int = 240, height: int = 240) -> np.ndarray | None:
     """Rendered pictures of simulator states, or None where MuJoCo cannot open OpenGL.
 
-    Rendering needs an OpenGL backend: set ``MUJOCO_GL=egl`` (GPU or Mesa EGL) or ``osmesa``
+    Locomotion bodies are drawn at forward position 0 (their pose, not their distance
+    travelled). Rendering needs an OpenGL backend: set ``MUJOCO_GL=egl`` (GPU or Mesa EGL) or ``osmesa``
     before MuJoCo is first imported. Without one this returns None instead of failing.
 
     Args:
@@ -293,7 +294,11 @@ def render_states(env_name: str, states: np.ndarray, width: int = 240, height: i
             renderer.width, renderer.height = width, height
         env.reset(seed=0)
         images = []
-        for state in np.asarray(states, dtype=np.float64):
+        for state in np.array(states, dtype=np.float64):
+            if not get_spec(env_name).is_maze:
+                # The pose does not depend on the forward position, and the default cameras
+                # of Hopper and Walker2d look at the origin: move the body there.
+                state[0] = 0.0
             set_state(env, state)
             images.append(np.asarray(env.render()))
         env.close()
