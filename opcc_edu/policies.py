@@ -772,6 +772,29 @@ def select_levels(means: Sequence[float]) -> list[int]:
     return chosen
 
 
+def select_medium(means: Sequence[float], expert_mean: float) -> int:
+    """Pick the *medium* behaviour checkpoint: about a third of the expert's return.
+
+    Early stopping, as D4RL made its medium policies: only checkpoints up to the first one that
+    reaches a third of the expert's return count (a later dip of an unstable run is no medium
+    policy, and would make medium-replay most of the run); among them the closest wins.
+
+    Args:
+        means: (C,) mean returns of the checkpoints before the expert, in training order.
+        expert_mean: the expert's mean return.
+
+    Returns:
+        Index into ``means``.
+    """
+    means = np.asarray(means, dtype=np.float64)
+    if means.ndim != 1 or means.size == 0:
+        raise ValueError(f"means must be a non-empty 1-D sequence, got shape {means.shape}")
+    target = float(expert_mean) / 3.0
+    reached = np.flatnonzero(means >= target)
+    last = int(reached[0]) if reached.size else means.size - 1
+    return int(np.argmin(np.abs(means[: last + 1] - target)))
+
+
 # --------------------------------------------------------------------------------------------
 # Shipped assets: loading
 # --------------------------------------------------------------------------------------------
@@ -1098,7 +1121,8 @@ def build_behavior_policies(
     """Train the behaviour run of a locomotion environment and ship *medium* and *expert*.
 
     *expert* is the final policy; *medium* is the checkpoint whose mean return is closest to a
-    third of the expert's (D4RL's recipe). ``behavior.json`` records both returns, the medium
+    third of the expert's among those up to the first checkpoint that reaches it (D4RL's recipe:
+    training stopped early at about a third of the expert's return). ``behavior.json`` records both returns, the medium
     checkpoint's training step and the exact :func:`train_ppo` arguments.
 
     Returns:
@@ -1115,8 +1139,7 @@ def build_behavior_policies(
     )
     results = _evaluate_checkpoints(env_name, paths, episodes, eval_seed, progress)
     expert = len(results) - 1
-    target = results[expert]["returns"].mean() / 3.0
-    medium = int(np.argmin([abs(r["returns"].mean() - target) for r in results[:expert]]))
+    medium = select_medium([r["returns"].mean() for r in results[:expert]], results[expert]["returns"].mean())
     out_dir = assets / "behavior" / env_name
     entry: dict[str, Any] = {
         "command": command,

@@ -19,7 +19,9 @@ mkdir -p "$LOG_DIR"
 # same time. The open maze learns within ~100k steps, so its run is short with a fine grid of
 # candidates (a coarse grid left no checkpoint between "lost" and "solved"). A stop step
 # ends a run early: its candidates are the full run's checkpoints up to there (exact, because
-# PPO's schedules are constant). The hopper run was cut at 1.36M steps to fit the time budget.
+# PPO's schedules are constant). The hopper run was cut at 1.36M steps to fit the time budget;
+# the walker2d behaviour run at 877k steps because its last checkpoints fall in some episodes
+# (2,802 +- 2,064 at 1.0M against 5,097 +- 25 at 877k): an expert must not.
 QUEUE_A=(
     "halfcheetah query 2500000 24"
     "maze2d-umaze query 600000 24"
@@ -32,7 +34,7 @@ QUEUE_B=(
     "maze2d-medium query 1000000 24"
     "maze2d-large query 1500000 24"
     "halfcheetah behavior 800000 24"
-    "walker2d behavior 1000000 24"
+    "walker2d behavior 1000000 24 876544"
 )
 
 run_job() {

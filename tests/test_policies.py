@@ -242,6 +242,14 @@ def test_build_entry_points_write_assets_that_replay(tmp_path):
         policies.replay_behavior_run("hopper", Recorder(), out_dir=tmp_path / "replay2", progress=False, assets_dir=tmp_path)
 
 
+def test_select_medium_stops_early():
+    # Expert 300 -> target 100. The run reaches it at index 3 (130); the later dip to 100 at
+    # index 5 is exactly on target but comes after early stopping would have ended the run.
+    means = [0.0, 40.0, 80.0, 130.0, 250.0, 100.0, 280.0]
+    assert policies.select_medium(means, 300.0) == 2  # |80 - 100| < |130 - 100|
+    assert policies.select_medium([0.0, 10.0], 300.0) == 1  # never reached: the closest
+
+
 def test_paper_table9_golden_values():
     paper = policies.paper_policy_table("halfcheetah")
     assert list(paper["mean_return"]) == [1168, 1044, 785, 94]
