@@ -5,8 +5,9 @@
 # Each job is one deterministic PPO run (`opcc-edu build policies ENV [--behavior]`, seed 0 for
 # query policies, seed 1 for behaviour policies) that writes its weights, its candidate log and
 # its rows of policy_table.json / behavior.json under opcc_edu/assets/. Jobs run in two queues
-# of one thread each: about 80 minutes on two busy CPU cores (measured 1,000-1,700 PPO steps/s
-# for locomotion and 1,500-3,500 for the mazes per process while other work shared the cores).
+# of one thread each: 90 minutes on two busy CPU cores (measured 1,000-1,700 PPO steps/s for
+# locomotion and 1,500-3,500 for the mazes per process while other work shared the cores;
+# 4,200 and 7,500 on an idle core).
 #
 # Usage: scripts/train_all_policies.sh [all|A|B|job ENV query|behavior STEPS CHECKPOINTS [STOP]]
 set -euo pipefail
