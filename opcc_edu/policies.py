@@ -1139,7 +1139,11 @@ def build_behavior_policies(
     )
     results = _evaluate_checkpoints(env_name, paths, episodes, eval_seed, progress)
     expert = len(results) - 1
-    medium = select_medium([r["returns"].mean() for r in results[:expert]], results[expert]["returns"].mean())
+    if expert < 2:
+        raise ValueError(f"the behaviour run needs checkpoints between the start and the end; got steps {steps}")
+    # The untrained policy (step 0) is never "medium": medium-replay would be empty.
+    means = [r["returns"].mean() for r in results[1:expert]]
+    medium = 1 + select_medium(means, results[expert]["returns"].mean())
     out_dir = assets / "behavior" / env_name
     entry: dict[str, Any] = {
         "command": command,
