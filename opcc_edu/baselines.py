@@ -43,7 +43,7 @@ from .dynamics import (
     train_dynamics,
 )
 from .io import CorruptFileError
-from .utils import cache_dir, check_choice, check_positive_int, get_device
+from .utils import cache_dir, check_choice, check_positive_int, dataclass_from_dict, get_device
 
 CONFIDENCE_METHODS: tuple[str, ...] = ("ev", "pci", "upci")
 """Confidence functions :func:`answer_queries` scores by default (paper Section 5.3)."""
@@ -139,14 +139,7 @@ class EnsembleConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnsembleConfig:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise ValueError(f"unknown EnsembleConfig field(s) {unknown}; valid fields: {sorted(fields)}")
-        data = dict(data)
-        if "hidden_sizes" in data:
-            data["hidden_sizes"] = tuple(data["hidden_sizes"])
-        return cls(**data)
+        return dataclass_from_dict(cls, data)
 
     def model_spec(self, env_name: str) -> ModelSpec:
         """The architecture of this config's ensemble for an environment."""

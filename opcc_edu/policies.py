@@ -50,7 +50,7 @@ from torch import nn
 
 from .envs import ENV_NAMES, LOCOMOTION_NAMES, get_spec, make_env
 from .io import atomic_write_text, load_tensors, save_tensors
-from .utils import cache_dir, check_choice, check_positive_int
+from .utils import cache_dir, check_choice, check_positive_int, dataclass_from_dict
 
 POLICY_LEVELS: tuple[int, ...] = (1, 2, 3, 4)
 """Query-policy levels; level 1 is the best policy and 4 the worst (the order of Table 9)."""
@@ -375,14 +375,7 @@ class PPOConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PPOConfig:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - fields
-        if unknown:
-            raise ValueError(f"unknown PPOConfig fields {sorted(unknown)}; valid choices: {', '.join(sorted(fields))}")
-        values = dict(values)
-        if "hidden_sizes" in values:
-            values["hidden_sizes"] = tuple(values["hidden_sizes"])
-        return cls(**values)
+        return dataclass_from_dict(cls, values)
 
 
 def default_ppo_config(env_name: str) -> PPOConfig:

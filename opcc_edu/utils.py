@@ -92,3 +92,22 @@ def check_positive_int(value: Any, argument: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def dataclass_from_dict(cls, data, tuple_fields: tuple[str, ...] = ("hidden_sizes",)):
+    """Build dataclass ``cls`` from a JSON-style mapping (the inverse of a ``to_dict``).
+
+    Unknown keys raise a ValueError listing the valid fields; list values of ``tuple_fields``
+    become tuples again (JSON has no tuples).
+    """
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; valid fields: {sorted(fields)}")
+    data = dict(data)
+    for name in tuple_fields:
+        if name in data:
+            data[name] = tuple(data[name])
+    return cls(**data)

@@ -67,3 +67,18 @@ def test_device_and_choices(monkeypatch, tmp_path):
     assert (tmp_path / "c" / "datasets").is_dir()
     with pytest.raises(ValueError, match=r"unknown color 'red'; valid choices: blue, green"):
         check_choice("red", ["blue", "green"], "color")
+
+
+def test_dataclass_from_dict_round_trip_and_errors():
+    import dataclasses
+
+    from opcc_edu.utils import dataclass_from_dict
+
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        width: int
+        hidden_sizes: tuple[int, ...] = (8, 8)
+
+    assert dataclass_from_dict(Spec, {"width": 3, "hidden_sizes": [4, 5]}) == Spec(3, (4, 5))
+    with pytest.raises(ValueError, match=r"unknown Spec field\(s\) \['depth'\]; valid fields: \['hidden_sizes', 'width'\]"):
+        dataclass_from_dict(Spec, {"width": 3, "depth": 2})

@@ -32,7 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..io import load_tensors, save_tensors
-from ..utils import check_choice, check_positive_int
+from ..utils import check_choice, check_positive_int, dataclass_from_dict
 from .layers import ACTIVATIONS, EnsembleMLP
 
 MODEL_TYPES: tuple[str, ...] = ("ff", "ar")
@@ -101,14 +101,7 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown ModelSpec fields {sorted(unknown)}; valid fields: {sorted(known)}")
-        data = dict(data)
-        if "hidden_sizes" in data:
-            data["hidden_sizes"] = tuple(data["hidden_sizes"])
-        return cls(**data)
+        return dataclass_from_dict(cls, data)
 
 
 class DynamicsEnsemble(nn.Module):
