@@ -43,20 +43,13 @@ def open_maze_policies():
     return [goal_seeking_actor("maze2d-open", g) for g in (3.0, 1.0, 0.2, -1.0)]
 
 
+# One small build, used by the fixture and re-run by the determinism test.
+SMALL_BUILD = dict(n_queries=50, seed=3, runs=2, candidates_per_round=200, episodes_per_behavior=2, episode_steps=150, progress=False, command="test")
+
+
 @pytest.fixture(scope="module")
 def small_set(open_maze_policies):
-    return build_query_set(
-        "maze2d-open",
-        n_queries=50,
-        seed=3,
-        runs=2,
-        candidates_per_round=200,
-        episodes_per_behavior=2,
-        episode_steps=150,
-        policies=open_maze_policies,
-        progress=False,
-        command="test",
-    )
+    return build_query_set("maze2d-open", policies=open_maze_policies, **SMALL_BUILD)
 
 
 def test_build_follows_the_recipe(small_set):
@@ -80,18 +73,7 @@ def test_build_follows_the_recipe(small_set):
 
 
 def test_build_is_deterministic_given_seed(small_set, open_maze_policies):
-    again = build_query_set(
-        "maze2d-open",
-        n_queries=50,
-        seed=3,
-        runs=2,
-        candidates_per_round=200,
-        episodes_per_behavior=2,
-        episode_steps=150,
-        policies=open_maze_policies,
-        progress=False,
-        command="test",
-    )
+    again = build_query_set("maze2d-open", policies=open_maze_policies, **SMALL_BUILD)
     for name in ("state_a", "state_b", "action_a", "policy_b", "horizon", "value_a", "value_b", "returns_b"):
         np.testing.assert_array_equal(getattr(again, name), getattr(small_set, name))
 
