@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from .names import CONFIDENCE_NAMES
+
 from .utils import check_choice
 
 __all__ = [
@@ -240,8 +242,6 @@ CONFIDENCE_FUNCTIONS: dict[str, ConfidenceFunction] = {
     "upci": unpaired_confidence_interval,
 }
 
-#: Display names of :data:`CONFIDENCE_FUNCTIONS` as printed in the paper's tables.
-CONFIDENCE_NAMES: dict[str, str] = {"ev": "EV", "pci": "PCI", "upci": "U-PCI"}
 
 
 def compute_confidence(name: str, values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:

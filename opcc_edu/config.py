@@ -117,12 +117,13 @@ def _check_name(name: str, argument: str = "profile") -> str:
     return name.strip().lower()
 
 
-def get_profile(name: str | None = None) -> Profile:
-    """Return a profile by name, or the active one.
+def get_profile(name: str | Profile | None = None) -> Profile:
+    """Return a profile by name, or the active one: the one place a profile is looked up.
 
     Args:
-        name: ``tiny``, ``classroom`` or ``paper``; ``None`` gives the active profile (set by
-            :func:`set_profile`, else ``$OPCC_EDU_PROFILE``, else ``tiny``).
+        name: ``tiny``, ``classroom`` or ``paper``; a :class:`Profile`, returned as it is;
+            ``None`` gives the active profile (set by :func:`set_profile`, else
+            ``$OPCC_EDU_PROFILE``, else ``tiny``).
 
     Returns:
         The :class:`Profile`.
@@ -130,6 +131,8 @@ def get_profile(name: str | None = None) -> Profile:
     Raises:
         ValueError: for an unknown name, listing the valid choices.
     """
+    if isinstance(name, Profile):
+        return name
     if name is not None:
         return PROFILES[_check_name(name)]
     if _active is not None:

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from .names import METRIC_NAMES
+
 __all__ = [
     "METRIC_NAMES",
     "risk_coverage_curve",
@@ -53,19 +55,6 @@ __all__ = [
     "plot_risk_coverage",
 ]
 
-#: Display names (with the better direction) for the keys returned by :func:`evaluate`.
-METRIC_NAMES: dict[str, str] = {
-    "aurcc": "AURCC (↓)",
-    "rpp": "RPP (↓)",
-    "cr_k": "CR_K (↑)",
-    "loss": "loss (↓)",
-    "n": "queries",
-    "oracle_aurcc": "oracle AURCC",
-    "excess_aurcc": "excess AURCC (↓)",
-    "augrc": "AUGRC (↓)",
-    "random_aurcc": "E[AURCC] of random confidence",
-    "n_operating_points": "operating points",
-}
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""The benchmark's vocabulary, declared once: horizons, confidence names, metric names.
+
+Every module that needs one of these lists imports it from here (this module imports nothing,
+so any layer may use it). Display names live here too, so a table, a plot and the report print
+the same words.
+"""
+
+from __future__ import annotations
+
+#: The query horizons of the paper's benchmark (Section 4.2).
+HORIZONS: tuple[int, ...] = (10, 20, 30, 40, 50)
+
+#: ``horizon`` label of a result scored on the whole query set (all horizons together).
+ALL_HORIZONS = "all"
+
+#: The ensemble confidence functions of the paper, by the keys its tables use.
+CONFIDENCES: tuple[str, ...] = ("ev", "pci", "upci")
+
+#: Display names of :data:`CONFIDENCES` as printed in the paper's tables.
+CONFIDENCE_NAMES: dict[str, str] = {"ev": "EV", "pci": "PCI", "upci": "U-PCI"}
+
+#: The paper's four metrics, in the order its tables print them.
+METRICS: tuple[str, ...] = ("aurcc", "rpp", "cr_k", "loss")
+
+#: Display names (with the better direction) for the keys of :func:`opcc_edu.metrics.evaluate`.
+METRIC_NAMES: dict[str, str] = {
+    "aurcc": "AURCC (↓)",
+    "rpp": "RPP (↓)",
+    "cr_k": "CR_K (↑)",
+    "loss": "loss (↓)",
+    "n": "queries",
+    "oracle_aurcc": "oracle AURCC",
+    "excess_aurcc": "excess AURCC (↓)",
+    "augrc": "AUGRC (↓)",
+    "random_aurcc": "E[AURCC] of random confidence",
+    "n_operating_points": "operating points",
+}
+
+__all__ = ["ALL_HORIZONS", "CONFIDENCES", "CONFIDENCE_NAMES", "HORIZONS", "METRICS", "METRIC_NAMES"]
