@@ -102,7 +102,9 @@ def main() -> None:
             "maze recipe": lambda: generate_maze_dataset(maze, n, seed=0, progress=False),
             "loco raw": lambda: raw_steps(loco, n),
             "loco random": lambda: generate_policy_dataset(loco, n, seed=0, progress=False),
-            "loco policy": lambda: generate_policy_dataset(loco, n, seed=0, policy=actor, action_noise=0.1, progress=False),
+            "loco policy": lambda: generate_policy_dataset(
+                loco, n, seed=0, policy=actor, action_noise=0.1, progress=False
+            ),
             "loco naive": lambda: unbatched_policy_steps(loco, n, actor, 8),
         },
         repeats,
@@ -110,12 +112,20 @@ def main() -> None:
     t_raw, t_gen = t["maze raw"], t["maze recipe"]
     rows.append((f"{maze}: raw env.step, random actions (baseline)", t_raw, f"{rate(t_raw):,.0f} steps/s"))
     rows.append(
-        (f"{maze}: navigation recipe, 8 streams", t_gen, f"{rate(t_gen):,.0f} transitions/s = {t_raw / t_gen:.2f} x raw")
+        (
+            f"{maze}: navigation recipe, 8 streams",
+            t_gen,
+            f"{rate(t_gen):,.0f} transitions/s = {t_raw / t_gen:.2f} x raw",
+        )
     )
     t_raw, t_random, t_policy, t_naive = t["loco raw"], t["loco random"], t["loco policy"], t["loco naive"]
     rows.append((f"{loco}: raw env.step, random actions (baseline)", t_raw, f"{rate(t_raw):,.0f} steps/s"))
     rows.append(
-        (f"{loco}: random recipe, 8 envs", t_random, f"{rate(t_random):,.0f} transitions/s = {t_raw / t_random:.2f} x raw")
+        (
+            f"{loco}: random recipe, 8 envs",
+            t_random,
+            f"{rate(t_random):,.0f} transitions/s = {t_raw / t_random:.2f} x raw",
+        )
     )
     rows.append(
         (
@@ -145,14 +155,16 @@ def main() -> None:
         np.testing.assert_allclose(tree_d, brute_d, rtol=1e-9, atol=1e-12)
         t = best_times(
             {
-                "brute": lambda: nearest_distances(queries, points, method="brute"),
-                "kdtree": lambda: nearest_distances(queries, points, method="kdtree"),
+                "brute": lambda q=queries, p=points: nearest_distances(q, p, method="brute"),
+                "kdtree": lambda q=queries, p=points: nearest_distances(q, p, method="kdtree"),
             },
             repeats,
         )
         t_brute, t_tree = t["brute"], t["kdtree"]
         k = points.shape[1]
-        rows.append((f"coverage {env_name} (K = {k}), brute force, 1,500 queries x {n:,} pairs (baseline)", t_brute, "1"))
+        rows.append(
+            (f"coverage {env_name} (K = {k}), brute force, 1,500 queries x {n:,} pairs (baseline)", t_brute, "1")
+        )
         rows.append((f"coverage {env_name} (K = {k}), cKDTree", t_tree, f"speed-up {t_brute / t_tree:.2f}x"))
 
     width = max(len(r[0]) for r in rows)

@@ -161,7 +161,8 @@ def run(env_names, n_queries: int, n_naive: int, horizon: int, repeats: int) -> 
         traj = simulate_trajectories(name, states, policies, index, horizons, first_action)
         batched_steps = int(traj.valid.sum())
         replay = max(
-            np.divide(*replay_steps(name, states[:n_naive], traj.actions[:n_naive], traj.valid[:n_naive])) for _ in range(repeats)
+            np.divide(*replay_steps(name, states[:n_naive], traj.actions[:n_naive], traj.valid[:n_naive]))
+            for _ in range(repeats)
         )
 
         row = {
@@ -193,7 +194,8 @@ def to_markdown(rows: list[dict], args) -> str:
         "",
         "Produced by `benchmarks/bench_ground_truth.py` "
         f"(`--queries {args.queries} --naive {args.naive} --horizon {args.horizon} --repeats {args.repeats}`), "
-        f"one core (`OMP_NUM_THREADS=1`), {platform.processor() or platform.machine()}, Python {platform.python_version()}.",
+        f"one core (`OMP_NUM_THREADS=1`), {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}.",
         "Rates are environment steps per second (best of the repeats); every rate of a row was measured",
         "in the same run from the same start states (random play) and horizon, stopping at termination.",
         "*raw*: one gymnasium environment, uniform random actions, no policy. *replay*: one environment",
@@ -203,7 +205,8 @@ def to_markdown(rows: list[dict], args) -> str:
         "all queries in one `BatchSimulator`, one batched policy forward per step. The batched values",
         "equal the naive loop's exactly on the first queries (checked before timing).",
         "",
-        "| env | policies | raw steps/s | replay steps/s | naive steps/s | batched steps/s | batched / raw | batched / replay | batched / naive |",
+        "| env | policies | raw steps/s | replay steps/s | naive steps/s | batched steps/s "
+        "| batched / raw | batched / replay | batched / naive |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:

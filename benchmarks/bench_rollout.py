@@ -45,7 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from opcc_edu.dynamics import ModelSpec, build_ensemble, rollout_values
+from opcc_edu.baselines import EnsembleConfig
+from opcc_edu.dynamics import build_ensemble, rollout_values
 from opcc_edu.envs import termination_fn
 
 D, A, HIDDEN, POLICY_HIDDEN, POLICIES = 17, 6, (200, 200, 200, 200), (64, 64), 4
@@ -79,7 +80,7 @@ def make_policies(dtype=torch.float32) -> list[nn.Module]:
     for _ in range(POLICIES):
         sizes = (D, *POLICY_HIDDEN, A)
         layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for a, b in zip(sizes[:-1], sizes[1:], strict=True):
             lin = nn.Linear(a, b)
             with torch.no_grad():
                 lin.weight.copy_(torch.randn(b, a, generator=gen) / np.sqrt(a))
@@ -170,7 +171,15 @@ def run_member_loop(model, members32, policies, inputs: Inputs, steps: int) -> N
 def run_batched(model, policies, inputs: Inputs, steps: int, whole: bool = False):
     kwargs = {"chunk_rows": len(inputs.obs), "member_block": model.ensemble_size} if whole else {}
     return rollout_values(
-        model, policies, inputs.obs, inputs.policy, np.full(len(inputs.obs), steps), inputs.first, progress=False, return_plan=True, **kwargs
+        model,
+        policies,
+        inputs.obs,
+        inputs.policy,
+        np.full(len(inputs.obs), steps),
+        inputs.first,
+        progress=False,
+        return_plan=True,
+        **kwargs,
     )
 
 
@@ -213,8 +222,11 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - w, time.process_time() - c
 
 
-def bench_members(m: int, n_sides: int, timed_steps: int, ref_steps: int, repeats: int, horizon: int, skip_reference: bool) -> dict:
-    spec = ModelSpec("halfcheetah", D, A, m, HIDDEN, termination="predefined")
+def bench_members(
+    m: int, n_sides: int, timed_steps: int, ref_steps: int, repeats: int, horizon: int, skip_reference: bool
+) -> dict:
+    spec = EnsembleConfig(ensemble_size=m, hidden_sizes=HIDDEN).model_spec("halfcheetah")  # the paper's default model
+    assert (spec.obs_dim, spec.act_dim) == (D, A)
     model = build_ensemble(spec, seed=0).eval()
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(1000, D))
@@ -243,7 +255,10 @@ def bench_members(m: int, n_sides: int, timed_steps: int, ref_steps: int, repeat
         # the floor is timed in every round too, so that it sees the same machine load
         this = gemm_floor(model, policies)
         if not floor or this["member_steps_per_s"] > floor["member_steps_per_s"]:
-            floor = {**this, "member_steps_per_s_cpu": max(this["member_steps_per_s_cpu"], floor.get("member_steps_per_s_cpu", 0.0))}
+            floor = {
+                **this,
+                "member_steps_per_s_cpu": max(this["member_steps_per_s_cpu"], floor.get("member_steps_per_s_cpu", 0.0)),
+            }
         else:
             floor["member_steps_per_s_cpu"] = max(floor["member_steps_per_s_cpu"], this["member_steps_per_s_cpu"])
     out = {"M": m, "sides": n_sides, "timed_steps": timed_steps, "reference_steps": ref_steps, "designs": {}}
@@ -256,7 +271,11 @@ def bench_members(m: int, n_sides: int, timed_steps: int, ref_steps: int, repeat
         }
     out["gemm_floor"] = floor
     _, plan = run_batched(model, policies, inputs, timed_steps)
-    out["batched_plan"] = {"chunks": len(plan.chunks), "rows_per_chunk": plan.chunks[0][0], "member_block": plan.member_block}
+    out["batched_plan"] = {
+        "chunks": len(plan.chunks),
+        "rows_per_chunk": plan.chunks[0][0],
+        "member_block": plan.member_block,
+    }
     if horizon:
         wall, cpu = timed(lambda: run_batched(model, policies, inputs, horizon))
         out["batched_full_horizon"] = {
@@ -282,7 +301,8 @@ def summarize(results: dict) -> str:
         f"{results['config']['sides']} query sides (N = {results['config']['sides'] // 2} queries), "
         "throughput in member-steps per second (M members x sides x steps / seconds).",
         "",
-        "| M | design | member-steps/s (wall) | member-steps/s (CPU time) | vs reference (wall) | vs member loop (wall) | share of GEMM floor (wall) | share of GEMM floor (CPU time) |",
+        "| M | design | member-steps/s (wall) | member-steps/s (CPU time) | vs reference (wall) "
+        "| vs member loop (wall) | share of GEMM floor (wall) | share of GEMM floor (CPU time) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results["runs"]:
@@ -294,7 +314,8 @@ def summarize(results: dict) -> str:
             w = d["member_steps_per_s_wall"]
             lines.append(
                 f"| {r['M']} | {name} | {w / 1e6:.3f} M | {d['member_steps_per_s_cpu'] / 1e6:.3f} M | "
-                f"{(w / ref if ref else float('nan')):.2f}x | {w / loop:.2f}x | {w / floor:.0%} | {d['member_steps_per_s_cpu'] / floor_cpu:.0%} |"
+                f"{(w / ref if ref else float('nan')):.2f}x | {w / loop:.2f}x | {w / floor:.0%} | "
+                f"{d['member_steps_per_s_cpu'] / floor_cpu:.0%} |"
             )
         lines.append(
             f"| {r['M']} | gemm_floor | {floor / 1e6:.3f} M | {floor_cpu / 1e6:.3f} M | | | 100% "
@@ -327,11 +348,16 @@ def summarize(results: dict) -> str:
         b = d["batched"]["member_steps_per_s_wall"]
         checks = []
         if "reference" in d:
-            checks.append(f"{b / d['reference']['member_steps_per_s_wall']:.1f}x reference ({'met' if b >= 2 * d['reference']['member_steps_per_s_wall'] else 'NOT met'})")
-        checks.append(f"{b / d['member_loop']['member_steps_per_s_wall']:.2f}x member loop ({'met' if b >= d['member_loop']['member_steps_per_s_wall'] else 'NOT met'})")
+            ref = d["reference"]["member_steps_per_s_wall"]
+            checks.append(f"{b / ref:.1f}x reference ({'met' if b >= 2 * ref else 'NOT met'})")
+        loop = d["member_loop"]["member_steps_per_s_wall"]
+        checks.append(f"{b / loop:.2f}x member loop ({'met' if b >= loop else 'NOT met'})")
         checks.append(f"{b / floor:.0%} of the GEMM floor ({'met' if b >= 0.7 * floor else 'NOT met'})")
         bc, fc = d["batched"]["member_steps_per_s_cpu"], r["gemm_floor"]["member_steps_per_s_cpu"]
-        checks.append(f"in CPU time {bc / d['member_loop']['member_steps_per_s_cpu']:.2f}x member loop and {bc / fc:.0%} of the floor")
+        checks.append(
+            f"in CPU time {bc / d['member_loop']['member_steps_per_s_cpu']:.2f}x member loop "
+            f"and {bc / fc:.0%} of the floor"
+        )
         lines.append(f"- M = {r['M']}: " + "; ".join(checks) + ".")
     return "\n".join(lines) + "\n"
 
@@ -355,10 +381,22 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         return 0
     torch.set_num_threads(args.threads)
-    results = {"machine": machine(), "config": {**vars(args), "out": str(args.out), "sides": 2 * args.queries}, "runs": []}
+    results = {
+        "machine": machine(),
+        "config": {**vars(args), "out": str(args.out), "sides": 2 * args.queries},
+        "runs": [],
+    }
     for m in args.members:
         results["runs"].append(
-            bench_members(m, 2 * args.queries, args.timed_steps, args.reference_steps, args.repeats, args.horizon, args.skip_reference)
+            bench_members(
+                m,
+                2 * args.queries,
+                args.timed_steps,
+                args.reference_steps,
+                args.repeats,
+                args.horizon,
+                args.skip_reference,
+            )
         )
     results["machine"]["load_average_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from opcc_edu.dynamics import ModelSpec, build_ensemble, train_dynamics
+from opcc_edu.baselines import EnsembleConfig
+from opcc_edu.dynamics import build_ensemble, train_dynamics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_rollout import RESULTS, machine  # noqa: E402
@@ -43,11 +44,18 @@ def dataset(t: int, seed: int = 0) -> dict[str, np.ndarray]:
     act = rng.uniform(-1, 1, (t, A)).astype(np.float32)
     w = rng.normal(scale=0.1, size=(D + A, D)).astype(np.float32)
     nxt = obs + np.tanh(np.concatenate([obs, act], 1) @ w)
-    return {"observations": obs, "actions": act, "next_observations": nxt, "rewards": nxt[:, 0].copy(), "terminals": np.zeros(t, bool)}
+    return {
+        "observations": obs,
+        "actions": act,
+        "next_observations": nxt,
+        "rewards": nxt[:, 0].copy(),
+        "terminals": np.zeros(t, bool),
+    }
 
 
 def run_batched(data, m: int, steps: int, batch: int) -> float:
-    model = build_ensemble(ModelSpec("halfcheetah", D, A, m, HIDDEN, termination="none"), seed=0)
+    spec = EnsembleConfig(ensemble_size=m, hidden_sizes=HIDDEN, termination="none").model_spec("halfcheetah")
+    model = build_ensemble(spec, seed=0)
     start = time.perf_counter()
     train_dynamics(model, data, steps=steps, batch_size=batch, seed=0, holdout_fraction=0.0, progress=False)
     return time.perf_counter() - start
@@ -58,14 +66,16 @@ def run_member_loop(data, m: int, steps: int, batch: int) -> float:
     gen = torch.Generator().manual_seed(0)
     obs = torch.as_tensor(data["observations"])
     inputs = torch.cat([obs, torch.as_tensor(data["actions"])], 1)
-    targets = torch.cat([torch.as_tensor(data["next_observations"]) - obs, torch.as_tensor(data["rewards"])[:, None]], 1)
+    targets = torch.cat(
+        [torch.as_tensor(data["next_observations"]) - obs, torch.as_tensor(data["rewards"])[:, None]], 1
+    )
     mean, std = inputs.mean(0), inputs.std(0)
     tmean, tstd = targets.mean(0), targets.std(0)
     members, optimizers = [], []
     for _ in range(m):
         sizes = (D + A, *HIDDEN, D + 1)
         layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
             layers.append(nn.Linear(a, b))
             if i < len(sizes) - 2:
                 layers.append(nn.SiLU())
@@ -75,7 +85,7 @@ def run_member_loop(data, m: int, steps: int, batch: int) -> float:
     boot = torch.randint(len(obs), (m, len(obs)), generator=gen)
     start = time.perf_counter()
     for _ in range(steps):
-        for i, (net, opt) in enumerate(zip(members, optimizers)):
+        for i, (net, opt) in enumerate(zip(members, optimizers, strict=True)):
             idx = boot[i, torch.randint(len(obs), (batch,), generator=gen)]
             pred = net((inputs[idx] - mean) / std)
             loss = (pred - (targets[idx] - tmean) / tstd).square().mean()
@@ -119,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             "# Training throughput (benchmarks/bench_training.py)",
             "",
             f"Machine: {results['machine']['cpu']}, {results['machine']['logical_cpus']} logical CPUs, torch "
-            f"{results['machine']['torch']} with {results['machine']['torch_threads']} thread(s); load average at start "
+            f"{results['machine']['torch']} with {results['machine']['torch_threads']} thread(s); "
+            "load average at start "
             f"{tuple(round(x, 2) for x in results['machine']['load_average_start'])} (shared machine: best of "
             f"{args.repeats} interleaved repeats). GPU: not measured (no GPU on this machine).",
             "",

@@ -27,9 +27,7 @@ from .utils import cache_dir, get_device, seed_everything
 # light (no torch, no simulator) and one subsystem's optional dependency cannot break another.
 # To export a name, add it to its module's list here.
 _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
-    "assignments": (
-        "grade_confidence_function",
-    ),
+    "assignments": ("grade_confidence_function",),
     "envs": (
         "ENV_NAMES",
         "ENV_SPECS",

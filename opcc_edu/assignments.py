@@ -9,13 +9,16 @@ student can act on, then scores the function next to reference confidences on th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .confidence import CONFIDENCE_FUNCTIONS, CONFIDENCE_NAMES
 from .metrics import evaluate
 from .utils import check_choice
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GRADED_METRICS: tuple[str, ...] = ("aurcc", "rpp", "cr_k", "loss", "augrc", "excess_aurcc")
 
@@ -63,7 +66,7 @@ def grade_confidence_function(
     references: Sequence[str] = ("ev", "pci", "upci"),
     k: int = 10,
     name: str = "yours",
-):
+) -> pd.DataFrame:
     """Score ``fn`` and reference confidence functions on the same ensemble values.
 
     Args:
@@ -93,7 +96,10 @@ def grade_confidence_function(
         ref_fn = CONFIDENCE_FUNCTIONS[ref]
         ref_prediction, ref_confidence = ref_fn(a, b)
         scores = evaluate(ref_prediction, target, ref_confidence, k=k)
-        rows[CONFIDENCE_NAMES[ref]] = {**{m: scores[m] for m in GRADED_METRICS}, "swap_consistent": swap_consistency(ref_fn, a, b)}
+        rows[CONFIDENCE_NAMES[ref]] = {
+            **{m: scores[m] for m in GRADED_METRICS},
+            "swap_consistent": swap_consistency(ref_fn, a, b),
+        }
     prediction, confidence = check_confidence_output(fn(a, b), a.shape[0])
     scores = evaluate(prediction, target, confidence, k=k)
     rows[name] = {**{m: scores[m] for m in GRADED_METRICS}, "swap_consistent": swap_consistency(fn, a, b)}

@@ -23,7 +23,14 @@ Ties and degenerate inputs are defined, not left to floating-point luck:
 * PCI/U-PCI need M >= 2 members (with M = 1 there is no spread and no t distribution) and raise
   a ValueError otherwise;
 * when the spread is exactly 0 (all members agree on the difference, or on both values), the
-  interval is a point: confidence 1 for a nonzero difference, 0 for a zero difference.
+  interval is a point: confidence 1 for a nonzero difference, 0 for a zero difference;
+* complex, NaN or infinite values raise a ValueError naming the argument (never a silent cast).
+
+Scale: PCI and U-PCI depend only on ratios of a mean to a spread, so multiplying every value
+of a query by one positive factor leaves its confidence unchanged. They are computed that way:
+each query's values are first divided by a power of two near their largest magnitude (exact,
+so ordinary inputs give bit-for-bit the textbook formulas' results), and values of 1e170,
+whose squares would overflow, give the same confidences as values of 1.
 
 Teaching baselines: :func:`random_confidence` (no information; its expected AURCC is given by
 :func:`opcc_edu.metrics.expected_random_aurcc`) and :func:`oracle_confidence` (knows the true
@@ -41,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from .names import CONFIDENCE_NAMES
-
 from .utils import check_choice
 
 __all__ = [
@@ -67,9 +73,9 @@ def _check_values(values_a: Any, values_b: Any, min_members: int = 1) -> tuple[n
     for name, values in (("values_a", values_a), ("values_b", values_b)):
         array = np.asarray(values)
         if array.ndim != 2:
-            raise ValueError(
-                f"{name} must have shape (N, M) (N queries, M ensemble members), got shape {array.shape}"
-            )
+            raise ValueError(f"{name} must have shape (N, M) (N queries, M ensemble members), got shape {array.shape}")
+        if np.iscomplexobj(array):
+            raise ValueError(f"{name} must be real, got complex dtype {array.dtype} (values are returns, not phases)")
         if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
             raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
         if array.size == 0:
@@ -107,9 +113,24 @@ def _t_confidence(gap: np.ndarray, scale: np.ndarray, df: int) -> np.ndarray:
     return np.clip(confidence, 0.0, 1.0)
 
 
-def _mean_prediction(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _standardise(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Divide each row of the (N, M) arrays by one power of two near the row's largest magnitude.
+
+    The t statistics are ratios of a location to a spread, so a common positive factor per
+    query cancels; dividing by a power of two is exact, so at ordinary scales every
+    intermediate -- and the result -- is bit for bit what the unscaled formulas give, while
+    values near 1e170 (whose squares overflow) or 1e-170 (whose squares underflow) give the
+    same confidence as values near 1.
+    """
+    largest = np.max([np.max(np.abs(x), axis=1) for x in arrays], axis=0)
+    _, exponent = np.frexp(largest)  # largest = f * 2**exponent with 0.5 <= f < 1 (exponent 0 for 0)
+    scale = np.ldexp(1.0, exponent - 1)[:, None]  # 2**1024 would overflow; scaled values lie in [-2, 2)
+    return [x / scale for x in arrays]
+
+
+def _mean_prediction(difference: np.ndarray) -> np.ndarray:
     # mean(V - V̂) < 0 means V < V̂; a zero mean difference (a tie) predicts 1, as in EV.
-    return ((a - b).mean(axis=1) <= 0).astype(np.int8)
+    return (difference.mean(axis=1) <= 0).astype(np.int8)
 
 
 def ensemble_voting(values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -156,15 +177,16 @@ def paired_confidence_interval(values_a: Any, values_b: Any) -> tuple[np.ndarray
         [0, 1]. A zero spread gives confidence 1 for a nonzero mean difference, 0 otherwise.
 
     Raises:
-        ValueError: for M < 2, mismatched shapes, empty or non-finite inputs.
+        ValueError: for M < 2, mismatched shapes, empty, complex or non-finite inputs.
     """
     a, b = _check_values(values_a, values_b, min_members=2)
     members = a.shape[1]
-    difference = a - b
+    a, b = _standardise(a, b)  # so that a - b cannot overflow
+    (difference,) = _standardise(a - b)  # so that squares of a small difference cannot underflow
     mean = difference.mean(axis=1)
     spread = difference.std(axis=1, ddof=1)
     confidence = _t_confidence(mean, spread / np.sqrt(members), df=members - 1)
-    return _mean_prediction(a, b), confidence
+    return _mean_prediction(difference), confidence
 
 
 def unpaired_confidence_interval(values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -187,14 +209,15 @@ def unpaired_confidence_interval(values_a: Any, values_b: Any) -> tuple[np.ndarr
         spreads are exactly 0 the intervals are points: confidence 1 if the means differ, else 0.
 
     Raises:
-        ValueError: for M < 2, mismatched shapes, empty or non-finite inputs.
+        ValueError: for M < 2, mismatched shapes, empty, complex or non-finite inputs.
     """
     a, b = _check_values(values_a, values_b, min_members=2)
     members = a.shape[1]
+    a, b = _standardise(a, b)
     gap = a.mean(axis=1) - b.mean(axis=1)
     spread = a.std(axis=1, ddof=1) + b.std(axis=1, ddof=1)
     confidence = _t_confidence(gap, spread / np.sqrt(members), df=members - 1)
-    return _mean_prediction(a, b), confidence
+    return _mean_prediction(a - b), confidence
 
 
 def random_confidence(n: int, seed: int = 0) -> np.ndarray:
@@ -230,9 +253,9 @@ def oracle_confidence(prediction: Any, target: Any) -> np.ndarray:
     Returns:
         (N,) float64 confidences, ``1 - loss``.
     """
-    from .metrics import _loss
+    from .metrics import query_losses
 
-    return 1.0 - _loss(prediction, target).astype(np.float64)
+    return 1.0 - query_losses(prediction, target).astype(np.float64)
 
 
 #: The ensemble-based confidence functions of the paper, by the names its tables use.
@@ -241,7 +264,6 @@ CONFIDENCE_FUNCTIONS: dict[str, ConfidenceFunction] = {
     "pci": paired_confidence_interval,
     "upci": unpaired_confidence_interval,
 }
-
 
 
 def compute_confidence(name: str, values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -352,7 +374,9 @@ def synthetic_ensemble(
     z = rng.normal(0.0, 1.0, (n, m))
     x = rng.normal(0.0, 1.0, (n, m))
     values_a = true_a[:, None] + shared[:, :1] + difficulty[:, None] * z
-    values_b = true_b[:, None] + shared[:, 1:] + difficulty[:, None] * (correlation * z + np.sqrt(1.0 - correlation**2) * x)
+    values_b = (
+        true_b[:, None] + shared[:, 1:] + difficulty[:, None] * (correlation * z + np.sqrt(1.0 - correlation**2) * x)
+    )
     return SyntheticEnsemble(
         values_a=values_a,
         values_b=values_b,

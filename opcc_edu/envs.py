@@ -23,14 +23,21 @@ torch functions of next observations, chosen by name.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from .utils import check_choice
+
+if TYPE_CHECKING:
+    import mujoco
 
 # D4RL's maze layouts as gymnasium-robotics maps (1 = wall, 0 = free), rows top to bottom.
 OPEN_MAP = [
@@ -146,15 +153,53 @@ def get_spec(name: str) -> EnvSpec:
 # --------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _without_settotalmass_notice() -> Iterator[None]:
+    """Drop MuJoCo's deprecation notice about the ``settotalmass`` compiler attribute.
+
+    gymnasium's HalfCheetah-v5 model sets that attribute, so compiling it makes MuJoCo print the
+    notice to the process's standard output (which notebooks capture) and append it to
+    ``MUJOCO_LOG.TXT`` in the working folder. While the model is built, MuJoCo's warning
+    handler skips exactly that message; any other warning goes to the handler installed before,
+    or, when there is none, becomes a Python ``RuntimeWarning``.
+    """
+    import mujoco
+
+    previous = mujoco.get_mju_user_warning()
+
+    def handler(message: str) -> None:
+        if "settotalmass" in message:
+            return
+        if previous is not None:
+            previous(message)
+            return
+        try:
+            warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
+        except Exception:  # an exception must not cross MuJoCo's C callback
+            print(f"WARNING: {message}", file=sys.stderr)
+
+    mujoco.set_mju_user_warning(handler)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 def _point_maze_class():
     """Import PointMaze quietly: gymnasium-robotics prints an unrelated notice (about its Adroit
     hand tasks) to stderr on import, which would clutter every notebook."""
-    import contextlib
     import io
 
     with contextlib.redirect_stderr(io.StringIO()):
         from gymnasium_robotics.envs.maze.point_maze import PointMazeEnv
     return PointMazeEnv
+
+
+def _remove_maze_xml(path: str | None) -> None:
+    """Delete the temporary XML file gymnasium-robotics wrote for a maze (named ``ant_maze*.xml``)."""
+    if path and os.path.basename(path).startswith("ant_maze") and path.endswith(".xml"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 class MazeEnv(gym.Env):
@@ -175,9 +220,15 @@ class MazeEnv(gym.Env):
             raise ValueError(f"env_name must be a maze; valid choices: {', '.join(MAZE_NAMES)}")
         layout = [list(row) for row in spec.maze_map]
         self.env_spec = spec
-        self._inner = PointMazeEnv(
-            maze_map=layout, render_mode=render_mode, continuing_task=True, reset_target=False
-        )
+        # PointMaze writes the maze's MuJoCo XML to the system temp folder and never removes
+        # it; the model is compiled in the constructor, so the file is deleted right after
+        # (also when the constructor fails).
+        inner = PointMazeEnv.__new__(PointMazeEnv)
+        try:
+            inner.__init__(maze_map=layout, render_mode=render_mode, continuing_task=True, reset_target=False)
+        finally:
+            _remove_maze_xml(getattr(inner, "tmp_xml_file_path", None))
+        self._inner = inner
         self.point_env = self._inner.point_env
         self.model = self.point_env.model
         self.data = self.point_env.data
@@ -197,7 +248,7 @@ class MazeEnv(gym.Env):
         """Sparse reward for positions ``xy`` of shape (..., 2)."""
         return (np.linalg.norm(np.asarray(xy) - self.goal, axis=-1) <= GOAL_RADIUS).astype(np.float64)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
         if "state" in options:
@@ -208,7 +259,7 @@ class MazeEnv(gym.Env):
             set_state(self, np.concatenate([xy, np.zeros(2)]))
         return self._obs(), {}
 
-    def step(self, action):
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs, _, _, _, info = self.point_env.step(np.asarray(action, dtype=np.float64))
         reward = float(self.reward(obs[:2]))
         info = dict(info, success=bool(reward > 0))
@@ -217,14 +268,14 @@ class MazeEnv(gym.Env):
     def _obs(self) -> np.ndarray:
         return np.concatenate([self.data.qpos, self.data.qvel]).astype(np.float64)
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
         return self.point_env.render()
 
     def close(self) -> None:
         self._inner.close()
 
     @property
-    def core(self) -> "MazeEnv":
+    def core(self) -> MazeEnv:
         """The object holding ``model`` and ``data`` (the env itself)."""
         return self
 
@@ -246,7 +297,9 @@ def _register_mazes() -> None:
             )
 
 
-def make_env(name: str, seed: int | None = None, render_mode: str | None = None, max_episode_steps: int | None = None):
+def make_env(
+    name: str, seed: int | None = None, render_mode: str | None = None, max_episode_steps: int | None = None
+) -> gym.Env:
     """Create a benchmark environment as a ``gymnasium.Env`` with its episode limit.
 
     Args:
@@ -262,40 +315,32 @@ def make_env(name: str, seed: int | None = None, render_mode: str | None = None,
     spec = get_spec(name)
     limit = spec.max_episode_steps if max_episode_steps is None else int(max_episode_steps)
     _register_mazes()
-    env = gym.make(gym_id(name), render_mode=render_mode, max_episode_steps=limit)
+    with _without_settotalmass_notice():
+        env = gym.make(gym_id(name), render_mode=render_mode, max_episode_steps=limit)
     if seed is not None:
         env.reset(seed=int(seed))
         env.action_space.seed(int(seed))
     return env
 
 
-def _core(env):
-    """The object holding ``model``/``data``: MazeEnv or the MuJoCo env."""
+def simulator_core(env: gym.Env) -> Any:
+    """The object holding ``model``/``data`` of an environment made by :func:`make_env`: MazeEnv or the MuJoCo env."""
     return env.unwrapped
 
 
-def mujoco_handles(env) -> tuple[Any, Any]:
+def mujoco_handles(env: gym.Env) -> tuple[mujoco.MjModel, mujoco.MjData]:
     """``(model, data)`` of an environment made by :func:`make_env`."""
-    core = _core(env)
+    core = simulator_core(env)
     return core.model, core.data
 
 
-def state_size(name: str) -> int:
-    """Length of the full simulator state ``concat(qpos, qvel)`` of an environment."""
-    env = make_env(name)
-    model, _ = mujoco_handles(env)
-    size = int(model.nq + model.nv)
-    env.close()
-    return size
-
-
-def get_state(env) -> np.ndarray:
+def get_state(env: gym.Env) -> np.ndarray:
     """Full simulator state ``concat(qpos, qvel)`` (float64, a copy)."""
     _, data = mujoco_handles(env)
     return np.concatenate([data.qpos, data.qvel]).astype(np.float64)
 
 
-def restore_mjdata(model, data, state: np.ndarray) -> None:
+def restore_mjdata(model: mujoco.MjModel, data: mujoco.MjData, state: np.ndarray) -> None:
     """Restore ``concat(qpos, qvel)`` into MuJoCo ``data`` deterministically.
 
     Besides positions and velocities, the controls, actuator activations and the constraint
@@ -317,16 +362,16 @@ def restore_mjdata(model, data, state: np.ndarray) -> None:
     mujoco.mj_forward(model, data)
 
 
-def set_state(env, state: np.ndarray) -> np.ndarray:
+def set_state(env: gym.Env, state: np.ndarray) -> np.ndarray:
     """Restore a state from :func:`get_state` and return the matching observation."""
     model, data = mujoco_handles(env)
     restore_mjdata(model, data, state)
     return observation(env)
 
 
-def observation(env) -> np.ndarray:
+def observation(env: gym.Env) -> np.ndarray:
     """The current observation of an environment, computed from its simulator state."""
-    core = _core(env)
+    core = simulator_core(env)
     if isinstance(core, MazeEnv):
         return core._obs()
     return np.asarray(core._get_obs(), dtype=np.float64)

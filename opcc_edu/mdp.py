@@ -18,6 +18,7 @@ accepted too and mean deterministic policies.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -99,7 +100,7 @@ def _policy_table(mdp: TabularMDP, policy, horizon: int) -> np.ndarray:
     return pol
 
 
-def first_action_policy(mdp: TabularMDP, policy, action: int, horizon: int) -> np.ndarray:
+def first_action_policy(mdp: TabularMDP, policy: np.ndarray, action: int, horizon: int) -> np.ndarray:
     """The non-stationary policy "take ``action`` at t = 0, then follow ``policy``": (H, S, K)."""
     if not 0 <= int(action) < mdp.n_actions:
         raise ValueError(f"action must lie in [0, {mdp.n_actions - 1}], got {action!r}")
@@ -109,7 +110,7 @@ def first_action_policy(mdp: TabularMDP, policy, action: int, horizon: int) -> n
     return pol
 
 
-def policy_value(mdp: TabularMDP, policy, horizon: int, gamma: float = 1.0) -> np.ndarray:
+def policy_value(mdp: TabularMDP, policy: np.ndarray, horizon: int, gamma: float = 1.0) -> np.ndarray:
     """Exact V^pi(s, h) for every state by backward induction.
 
     Args:
@@ -135,7 +136,7 @@ def policy_value(mdp: TabularMDP, policy, horizon: int, gamma: float = 1.0) -> n
     return value
 
 
-def q_value(mdp: TabularMDP, policy, horizon: int, gamma: float = 1.0) -> np.ndarray:
+def q_value(mdp: TabularMDP, policy: np.ndarray, horizon: int, gamma: float = 1.0) -> np.ndarray:
     """Exact Q^pi(s, a, h): take ``a`` first, then follow ``pi`` for h - 1 steps. (S, K).
 
     ``policy`` is indexed from the start of the episode: after the first action, step t uses
@@ -168,7 +169,7 @@ def optimal_policy(mdp: TabularMDP, horizon: int, gamma: float = 1.0) -> tuple[n
 
 def monte_carlo_returns(
     mdp: TabularMDP,
-    policy,
+    policy: np.ndarray,
     state: int,
     horizon: int,
     n_rollouts: int,
@@ -205,10 +206,10 @@ def monte_carlo_returns(
 
 def monte_carlo_error_curve(
     mdp: TabularMDP,
-    policy,
+    policy: np.ndarray,
     state: int,
     horizon: int,
-    rollout_counts,
+    rollout_counts: Sequence[int],
     n_repeats: int = 50,
     gamma: float = 1.0,
     seed: int = 0,

@@ -32,11 +32,14 @@ that need them, so ``import opcc_edu.metrics`` stays cheap and never touches tor
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .names import METRIC_NAMES
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = [
     "METRIC_NAMES",
@@ -49,12 +52,13 @@ __all__ = [
     "augrc",
     "expected_random_aurcc",
     "selective_loss",
+    "query_losses",
+    "trapezoid_area",
     "evaluate",
     "mean_confidence_interval",
     "format_mean_ci",
     "plot_risk_coverage",
 ]
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,7 +108,8 @@ def _check_lengths(**arrays: np.ndarray) -> int:
     return next(iter(lengths.values()))
 
 
-def _loss(prediction: Any, target: Any) -> np.ndarray:
+def query_losses(prediction: Any, target: Any) -> np.ndarray:
+    """0/1 loss of every answer: 1 where ``prediction`` differs from ``target`` (validated binary)."""
     pred = _as_binary(prediction, "prediction")
     targ = _as_binary(target, "target")
     _check_lengths(prediction=pred, target=targ)
@@ -112,7 +117,7 @@ def _loss(prediction: Any, target: Any) -> np.ndarray:
 
 
 def _loss_and_confidence(prediction: Any, target: Any, confidence: Any) -> tuple[np.ndarray, np.ndarray]:
-    loss = _loss(prediction, target)
+    loss = query_losses(prediction, target)
     conf = _as_confidence(confidence)
     _check_lengths(prediction=loss, confidence=conf)
     return loss, conf
@@ -165,7 +170,8 @@ def risk_coverage_curve(prediction: Any, target: Any, confidence: Any) -> tuple[
     return coverage, risk, np.concatenate(([np.inf], threshold))
 
 
-def _trapezoid(x: np.ndarray, y: np.ndarray) -> float:
+def trapezoid_area(x: np.ndarray, y: np.ndarray) -> float:
+    """Area under the piecewise-linear curve through ``(x, y)`` (the trapezoid rule)."""
     return float(np.sum(np.diff(x) * (y[1:] + y[:-1])) / 2.0)
 
 
@@ -199,12 +205,12 @@ def aurcc(prediction: Any, target: Any, confidence: Any) -> float:
         The AURCC, in [0, 1].
     """
     coverage, risk, _ = risk_coverage_curve(prediction, target, confidence)
-    return _trapezoid(coverage, risk)
+    return trapezoid_area(coverage, risk)
 
 
 def selective_loss(prediction: Any, target: Any) -> float:
     """Risk at full coverage: the mean 0/1 loss over all N queries (the paper's "loss")."""
-    return float(_loss(prediction, target).mean())
+    return float(query_losses(prediction, target).mean())
 
 
 def reverse_pair_proportion(prediction: Any, target: Any, confidence: Any) -> float:
@@ -305,7 +311,7 @@ def augrc(prediction: Any, target: Any, confidence: Any) -> float:
     n = conf.size
     coverage = np.concatenate(([0.0], covered / n))
     generalized_risk = np.concatenate(([0.0], errors / n))
-    return _trapezoid(coverage, generalized_risk)
+    return trapezoid_area(coverage, generalized_risk)
 
 
 def expected_random_aurcc(prediction: Any, target: Any) -> float:
@@ -326,7 +332,7 @@ def expected_random_aurcc(prediction: Any, target: Any) -> float:
     Returns:
         ``E[AURCC]`` over uniformly random confidences.
     """
-    loss = _loss(prediction, target)
+    loss = query_losses(prediction, target)
     r_f = float(loss.mean())
     return r_f * (1.0 - 1.0 / (2.0 * loss.size))
 
@@ -352,7 +358,7 @@ def evaluate(prediction: Any, target: Any, confidence: Any, k: int = 10) -> dict
     covered, errors, _ = _operating_points(loss, conf)
     n = conf.size
     coverage = np.concatenate(([0.0], covered / n))
-    area = _trapezoid(coverage, np.concatenate(([0.0], errors / covered)))
+    area = trapezoid_area(coverage, np.concatenate(([0.0], errors / covered)))
     r_f = float(loss.mean())
     oracle = r_f * r_f / 2.0
     return {
@@ -363,7 +369,7 @@ def evaluate(prediction: Any, target: Any, confidence: Any, k: int = 10) -> dict
         "n": int(n),
         "oracle_aurcc": oracle,
         "excess_aurcc": area - oracle,
-        "augrc": _trapezoid(coverage, np.concatenate(([0.0], errors / n))),
+        "augrc": trapezoid_area(coverage, np.concatenate(([0.0], errors / n))),
         "random_aurcc": r_f * (1.0 - 1.0 / (2.0 * n)),
         "n_operating_points": int(covered.size),
     }
@@ -415,7 +421,7 @@ def format_mean_ci(mean: float, half_width: float, digits: int = 3) -> str:
     if math.isnan(half_width):
         return text
     if round(half_width, digits) == 0:
-        return f"{text} ± (<{10.0 ** -digits:.{digits}f})"
+        return f"{text} ± (<{10.0**-digits:.{digits}f})"
     return f"{text} ± {half_width:.{digits}f}"
 
 
@@ -426,38 +432,15 @@ def plot_risk_coverage(
     prediction: Any,
     target: Any,
     confidence: Any,
-    ax: Any = None,
+    ax: Axes | None = None,
     label: str | None = None,
     **plot_kwargs: Any,
-):
-    """Plot the exact risk-coverage curve (operating points as markers, linear in between).
+) -> Axes:
+    """Plot the exact risk-coverage curve; see :func:`opcc_edu.plotting.plot_risk_coverage`.
 
-    Args:
-        prediction: (N,) 0/1 predictions.
-        target: (N,) 0/1 true answers.
-        confidence: (N,) finite confidences.
-        ax: matplotlib Axes to draw on; a new figure when ``None``.
-        label: legend label; the AURCC is appended to it.
-        **plot_kwargs: passed to ``Axes.plot`` (color, linestyle, ...).
-
-    Returns:
-        The Axes.
+    Kept here so that ``opcc_edu.metrics.plot_risk_coverage`` still works; matplotlib is
+    imported only when it is called.
     """
-    import matplotlib.pyplot as plt
+    from .plotting.selective import plot_risk_coverage as plot
 
-    coverage, risk, _ = risk_coverage_curve(prediction, target, confidence)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
-    area = _trapezoid(coverage, risk)
-    text = f"AURCC = {area:.3f}" if label is None else f"{label} (AURCC = {area:.3f})"
-    plot_kwargs.setdefault("marker", "o" if coverage.size <= 60 else None)
-    plot_kwargs.setdefault("markersize", 3)
-    ax.plot(coverage, risk, label=text, **plot_kwargs)
-    ax.set_xlim(0.0, 1.0)
-    # Fixed limits stop autoscaling, so widen them to every curve drawn so far on this Axes.
-    highest = max((float(np.max(line.get_ydata(), initial=0.0)) for line in ax.get_lines()), default=0.0)
-    ax.set_ylim(0.0, max(highest * 1.05, 0.01))
-    ax.set_xlabel("coverage (fraction of queries answered)")
-    ax.set_ylabel("selective risk (fraction wrong)")
-    ax.legend(loc="upper left", fontsize="small")
-    return ax
+    return plot(prediction, target, confidence, ax=ax, label=label, **plot_kwargs)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import random
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+T = TypeVar("T")
+D = TypeVar("D")
 
 CACHE_ENV_VAR = "OPCC_EDU_CACHE"
 
@@ -39,7 +48,7 @@ def seed_everything(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def get_device(device: Any = None):
+def get_device(device: str | torch.device | None = None) -> torch.device:
     """Pick a torch device: the argument if given, else CUDA when available, else CPU.
 
     Args:
@@ -61,25 +70,80 @@ def get_device(device: Any = None):
     return dev
 
 
-def cache_dir(*parts: str, create: bool = True) -> Path:
-    """Return the package's cache directory (or a subdirectory of it).
+def cache_root() -> Path:
+    """The package's cache folder, without creating it.
 
-    The location is ``$OPCC_EDU_CACHE`` when set, else ``$XDG_CACHE_HOME/opcc_edu``, else
-    ``~/.cache/opcc_edu``. Generated datasets and trained ensembles live here.
+    ``$OPCC_EDU_CACHE`` when set, else ``$XDG_CACHE_HOME/opcc_edu``, else ``~/.cache/opcc_edu``.
     """
     root = os.environ.get(CACHE_ENV_VAR)
     if root:
-        base = Path(root).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "opcc_edu"
-    path = base.joinpath(*parts)
-    if create:
+        return Path(root).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "opcc_edu"
+
+
+def cache_hint(path: str | os.PathLike) -> str:
+    """``"; ..."`` advice naming ``$OPCC_EDU_CACHE`` when ``path`` lies in the cache, else ``""``.
+
+    Appended to the message of an error about a file or folder that cannot be written.
+    """
+    root = cache_root()
+    try:
+        Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+    except ValueError:
+        return ""
+    where = f"${CACHE_ENV_VAR}={os.environ[CACHE_ENV_VAR]}" if os.environ.get(CACHE_ENV_VAR) else f"the default {root}"
+    return f"; the cache folder is {where}: set ${CACHE_ENV_VAR} to a writable folder with free space"
+
+
+def ensure_directory(path: str | os.PathLike) -> Path:
+    """Create folder ``path`` and its parents if needed, with errors that say what is wrong.
+
+    Raises:
+        NotADirectoryError: ``path`` or one of its parents is a file (the message names it).
+        OSError: the folder cannot be created (read-only or full file system; the message
+            names the folder, and ``$OPCC_EDU_CACHE`` when it lies in the cache).
+    """
+    path = Path(path)
+    try:
         path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+        raise NotADirectoryError(
+            errno.ENOTDIR, f"cannot create folder {path}: {blocker} is a file, not a folder{cache_hint(path)}"
+        ) from None
+    except OSError as exc:
+        raise restate_os_error(exc, f"cannot create folder {path}: {exc.strerror or exc}{cache_hint(path)}") from exc
     return path
 
 
-def check_choice(value: Any, choices, argument: str):
+def restate_os_error(exc: OSError, message: str) -> OSError:
+    """An OSError of the same class and errno as ``exc`` (so callers catching it still do) with a new message."""
+    try:
+        return type(exc)(exc.errno, message)
+    except TypeError:  # an OSError subclass with another constructor
+        return OSError(exc.errno, message)
+
+
+def cache_dir(*parts: str, create: bool = True) -> Path:
+    """Return the package's cache directory (or a subdirectory of it).
+
+    The location is :func:`cache_root`: ``$OPCC_EDU_CACHE`` when set, else
+    ``$XDG_CACHE_HOME/opcc_edu``, else ``~/.cache/opcc_edu``. Generated datasets and trained
+    ensembles live here.
+
+    Raises:
+        NotADirectoryError: with ``create``, the location (or a parent) is a file.
+        OSError: with ``create``, the folder cannot be created (the message names it and
+            ``$OPCC_EDU_CACHE``).
+    """
+    path = cache_root().joinpath(*parts)
+    if create:
+        ensure_directory(path)
+    return path
+
+
+def check_choice(value: T, choices: Iterable[Any], argument: str) -> T:
     """Return ``value`` if it is one of ``choices``; else raise ValueError naming both."""
     choices = list(choices)
     if value not in choices:
@@ -94,7 +158,7 @@ def check_positive_int(value: Any, argument: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def dataclass_from_dict(cls, data, tuple_fields: tuple[str, ...] = ("hidden_sizes",)):
+def dataclass_from_dict(cls: type[D], data: Mapping[str, Any], tuple_fields: tuple[str, ...] = ("hidden_sizes",)) -> D:
     """Build dataclass ``cls`` from a JSON-style mapping (the inverse of a ``to_dict``).
 
     Unknown keys raise a ValueError listing the valid fields; list values of ``tuple_fields``
@@ -111,3 +175,21 @@ def dataclass_from_dict(cls, data, tuple_fields: tuple[str, ...] = ("hidden_size
         if name in data:
             data[name] = tuple(data[name])
     return cls(**data)
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run a block with one torch thread, restoring the caller's setting afterwards.
+
+    Float reductions are split by thread, so PPO's weights and the labels of a query set depend
+    on the thread count. The shipped policies and query sets were built on one thread, and
+    building or replaying them must be too.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -81,7 +81,7 @@ def toy_queries(n: int = 60, seed: int = 1) -> QuerySet:
         va, vb = true_value(obs_a, act_a, pa, h), true_value(obs_b, act_b, pb, h)
         if abs(va - vb) > 0.3:  # drop ambiguous queries, as the benchmark does
             rows.append((obs_a, obs_b, act_a, act_b, pa, pb, h, va, vb, same))
-    cols = list(zip(*rows))
+    cols = list(zip(*rows, strict=True))
     va, vb = np.array(cols[7]), np.array(cols[8])
     states_a = np.stack(cols[0]).astype(np.float64)
     states_b = np.stack(cols[1]).astype(np.float64)
@@ -143,7 +143,7 @@ def test_cache_trains_once_and_ignores_rollout_only_fields(cache):
     assert not first.info["cache_hit"] and (cache / "ensembles" / ENV / "toy").is_dir()
     again = get_or_train_ensemble(ENV, "toy", dataclasses.replace(config, mixture=True), dataset=data, progress=False)
     assert again.info["cache_hit"]
-    for (key, x), (_, y) in zip(first.state_dict().items(), again.state_dict().items()):
+    for (key, x), (_, y) in zip(first.state_dict().items(), again.state_dict().items(), strict=True):
         assert torch.equal(x, y), key
     other = get_or_train_ensemble(ENV, "toy", dataclasses.replace(config, seed=1), dataset=data, progress=False)
     assert not other.info["cache_hit"]
@@ -232,21 +232,161 @@ def test_select_profile_queries_keeps_horizon_shares():
     np.testing.assert_array_equal(sub.obs_a, again.obs_a)
 
 
-def test_run_command_end_to_end(cache, tmp_path, monkeypatch):
-    """`opcc-edu run` on the toy world: trains, answers, prints metrics, writes JSON and a plot."""
+def test_run_end_to_end_prints_and_writes(cache, tmp_path, monkeypatch):
+    """The job behind `opcc-edu run` on the toy world: trains, answers, prints metrics, writes JSON and a plot."""
     import opcc_edu.datasets
     import opcc_edu.policies
     import opcc_edu.queries
-    from opcc_edu.cli import main
 
     monkeypatch.setattr(opcc_edu.queries, "load_queries", lambda env: toy_queries())
     monkeypatch.setattr(opcc_edu.policies, "load_policies", lambda env: toy_policies())
-    monkeypatch.setattr(opcc_edu.datasets, "load_dataset", lambda env, name, size=None, seed=0, progress=True: toy_dataset(1000))
+    monkeypatch.setattr(
+        opcc_edu.datasets, "load_dataset", lambda env, name, size=None, seed=0, progress=True: toy_dataset(1000)
+    )
     out = tmp_path / "runs"
-    code = main(["run", ENV, "1k", "--out", str(out), "--no-progress", "--ensemble-size", "3", "--train-steps", "30", "--threads", "1"])
-    assert code == 0
-    files = sorted(p.name for p in out.rglob("*") if p.is_file())
-    assert any(name.endswith(".json") for name in files) and any(name.endswith(".png") for name in files)
-    summary = json.loads(next(out.rglob("*.json")).read_text())
+    lines: list[str] = []
+    config = EnsembleConfig.from_profile("tiny", ensemble_size=3, train_steps=30)
+    answers, paths = baselines.run_end_to_end(ENV, "1k", out, config, progress=False, echo=lines.append)
+    assert {"json", "npz", "plot"} <= set(paths) and paths["plot"].suffix == ".png" and paths["plot"].exists()
+    summary = json.loads(paths["json"].read_text())
     assert summary["env_name"] == ENV and summary["ensemble_size"] == 3
     assert set(summary["metrics"]) == {"ev", "pci", "upci"}
+    text = "\n".join(lines)
+    assert "AURCC" in text and "U-PCI" in text and "trained in" in text
+    assert f"{answers.metrics['ev']['all']['aurcc']:>8.4f}" in text
+    again, _ = baselines.run_end_to_end(ENV, "1k", out, config, progress=False, echo=lines.append)
+    assert again.cache_hit and again.metrics == answers.metrics
+
+
+def test_answers_metrics_are_the_scoring_functions(trained):
+    from opcc_edu.scoring import score_values
+
+    config, model, _ = trained
+    queries = toy_queries()
+    answers = answer_queries(ENV, "toy", config, queries=queries, policies=toy_policies(), model=model, progress=False)
+    scores = score_values(answers.values_a, answers.values_b, queries.target, queries.horizon, k=answers.k)
+    assert answers.metrics == scores.table()
+    for name in scores.predictions:
+        np.testing.assert_array_equal(answers.predictions[name], scores.predictions[name])
+    one = answers.with_members(1)
+    assert set(one.metrics) == {"ev"}  # PCI and U-PCI need two members
+    ax = answers.plot_risk_coverage()
+    assert len(ax.get_lines()) == 3 and "AURCC" in ax.get_legend().get_texts()[0].get_text()
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)
+
+
+# --------------------------------------------------------------------------------------------
+# One source of truth for the default baseline
+# --------------------------------------------------------------------------------------------
+def test_baseline_defaults_are_read_from_the_config():
+    from opcc_edu.baselines.config import BASELINE_DEFAULTS
+
+    default = EnsembleConfig()
+    assert BASELINE_DEFAULTS == {name: getattr(default, name) for name in BASELINE_DEFAULTS}
+    assert set(BASELINE_DEFAULTS) == {
+        "model_type",
+        "stochastic",
+        "prior_scale",
+        "normalize",
+        "clip",
+        "termination",
+        "mixture",
+    }
+    spec = EnsembleConfig(prior_scale=2.0, stochastic=True).model_spec("hopper")
+    for name in ("ensemble_size", "hidden_sizes", "model_type", "normalize", "clip", "termination"):
+        assert getattr(spec, name) == getattr(default, name), name
+    assert spec.prior_scale == 2.0 and spec.stochastic and (spec.obs_dim, spec.act_dim) == (11, 3)
+
+
+def test_config_module_imports_neither_torch_nor_the_simulator():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from opcc_edu.baselines.config import BASELINE_DEFAULTS, EnsembleConfig; "
+        "import opcc_edu.baselines; EnsembleConfig(ensemble_size=3); "
+        "print(sorted(m for m in ('torch', 'gymnasium', 'mujoco') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------------
+# The cache key names everything the ensemble depends on
+# --------------------------------------------------------------------------------------------
+def test_cache_key_changes_with_every_part_of_the_dataset_identity(monkeypatch, tmp_path):
+    from opcc_edu.baselines.cache import ensemble_cache_key, ensemble_cache_path
+    from opcc_edu.datasets import recipes
+
+    config = small_config()
+    env = "hopper"
+
+    def path(**changes):
+        args = {"env_name": env, "dataset_name": "medium", "config": config, "dataset_size": 5000, "dataset_seed": 0}
+        return ensemble_cache_path(**{**args, **changes})
+
+    base = path()
+    assert path() == base  # deterministic
+    assert path(config=dataclasses.replace(config, mixture=True)) == base  # rollout-only
+    variants = {
+        "name": path(dataset_name="expert"),
+        "size": path(dataset_size=4000),
+        "seed": path(dataset_seed=1),
+        "config": path(config=dataclasses.replace(config, lr=1e-2)),
+        "mixture dataset": path(dataset_name="medium-expert"),
+    }
+    key = ensemble_cache_key(env, "medium", config, 5000, 0)
+    assert key["dataset"]["fingerprint"]["behavior_sha256"] and key["dataset"]["stream"]
+    json.dumps(key)  # the explanation is plain JSON
+    with monkeypatch.context() as patch:
+        patch.setattr(recipes, "DATA_FORMAT_VERSION", recipes.DATA_FORMAT_VERSION + 1)
+        variants["generator version"] = path()
+    with monkeypatch.context() as patch:
+        weights = tmp_path / "medium.safetensors"
+        weights.write_bytes(recipes.behavior_weights_path(env, "medium").read_bytes() + b"\0")
+        patch.setattr(recipes, "behavior_weights_path", lambda env_name, kind: weights)
+        variants["behaviour policy"] = path()
+        mixture_changed = path(dataset_name="medium-expert")
+    variants["mixture part's behaviour policy"] = mixture_changed
+    for what, changed in variants.items():
+        assert changed != base, what
+    assert len(set(variants.values())) == len(variants)
+    assert mixture_changed != variants["mixture dataset"]
+
+
+def test_given_transitions_are_keyed_by_content(cache):
+    from opcc_edu.baselines.cache import ensemble_cache_path
+
+    data = toy_dataset(300)
+    config = small_config(train_steps=10)
+    base = ensemble_cache_path(ENV, "toy", config, dataset=data)
+    assert ensemble_cache_path(ENV, "toy", config, dataset={k: v.copy() for k, v in data.items()}) == base
+    changed = dict(data, rewards=data["rewards"] + np.float32(1.0))
+    assert ensemble_cache_path(ENV, "toy", config, dataset=changed) != base
+    first = get_or_train_ensemble(ENV, "toy", config, dataset=data, progress=False)
+    assert not first.info["cache_hit"] and first.info["trained"]["cache_key"]["dataset"]["size"] == 300
+    assert not get_or_train_ensemble(ENV, "toy", config, dataset=changed, progress=False).info["cache_hit"]
+    assert get_or_train_ensemble(ENV, "toy", config, dataset=data, progress=False).info["cache_hit"]
+
+
+# --------------------------------------------------------------------------------------------
+# Memory is checked before anything is allocated
+# --------------------------------------------------------------------------------------------
+def test_an_absurd_ensemble_is_refused_before_allocating(cache, monkeypatch):
+    import opcc_edu.datasets
+    from opcc_edu.dynamics.memory import InsufficientMemoryError
+
+    absurd = small_config(ensemble_size=10**9)
+    with pytest.raises(InsufficientMemoryError, match=r"reduce ensemble_size \(now 1000000000\)") as info:
+        baselines.train_ensemble(toy_dataset(200), absurd, ENV, progress=False)
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, ValueError)
+    assert "\n" not in str(info.value)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the dataset must not be loaded for a job that cannot fit")
+
+    monkeypatch.setattr(opcc_edu.datasets, "load_dataset", never)
+    with pytest.raises(MemoryError, match="ensemble_size"):
+        get_or_train_ensemble(ENV, "1k", absurd, progress=False)

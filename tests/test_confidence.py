@@ -225,17 +225,64 @@ def test_registry_and_dispatch():
         (np.zeros((2, 4)), np.full((2, 4), np.nan), "values_b"),
         (np.zeros((0, 4)), np.zeros((0, 4)), "values_a"),
         (np.array([["x", "y"]]), np.zeros((1, 2)), "values_a"),
+        (np.zeros((2, 3)) + 1j, np.zeros((2, 3)), "values_a must be real"),
+        (np.zeros((2, 3)), np.array([[1, 2, 3 + 0j]] * 2), "values_b must be real"),
+        (np.zeros((2, 3)), np.array([[0, np.inf, 0]] * 2), "values_b must be finite"),
+        (np.array([[0, -np.inf, 0]] * 2), np.zeros((2, 3)), "values_a must be finite"),
     ],
 )
 def test_bad_input_names_the_argument(name, values_a, values_b, argument):
-    with pytest.raises(ValueError, match=argument):
-        cf.compute_confidence(name, values_a, values_b)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rejected before any cast: no ComplexWarning either
+        with pytest.raises(ValueError, match=argument):
+            cf.compute_confidence(name, values_a, values_b)
 
 
 @pytest.mark.parametrize("name", ["pci", "upci"])
 def test_interval_methods_need_two_members(name):
-    with pytest.raises(ValueError, match="M = 1"):
+    with pytest.raises(ValueError, match="values_a has M = 1 .*M >= 2"):
         cf.compute_confidence(name, np.zeros((3, 1)), np.ones((3, 1)))
+
+
+def test_voting_is_defined_for_one_member():
+    prediction, confidence = cf.ensemble_voting([[1.0], [2.0]], [[2.0], [1.0]])
+    np.testing.assert_array_equal(prediction, [1, 0])
+    np.testing.assert_array_equal(confidence, [1.0, 1.0])
+
+
+# --------------------------------------------------------------------------------------------
+# Scale
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["ev", "pci", "upci"])
+@pytest.mark.parametrize("scale", [1e170, 1e-170, 1e300, 1e-300, 3.7e-5, 2.0**900])
+def test_confidence_does_not_depend_on_the_scale_of_the_values(name, scale):
+    values_a, values_b = ensemble_values(11, n=300, m=8)
+    expected = cf.compute_confidence(name, values_a, values_b)
+    with np.errstate(all="raise"):  # no overflow, underflow or invalid operation on the way
+        prediction, confidence = cf.compute_confidence(name, values_a * scale, values_b * scale)
+    np.testing.assert_array_equal(prediction, expected[0])
+    assert np.all(np.isfinite(confidence)) and confidence.min() >= 0 and confidence.max() <= 1
+    # A power of two scales exactly, so the confidence is bit for bit the same; another factor
+    # rounds each value once, which moves a confidence by a few ulps at most.
+    tolerance = 0.0 if np.frexp(scale)[0] == 0.5 else 1e-12
+    np.testing.assert_allclose(confidence, expected[1], rtol=0, atol=tolerance)
+    assert expected[1].std() > 0.1  # the comparison covers a spread of confidences
+
+
+def test_scale_is_per_query_and_keeps_degenerate_cases():
+    values_a, values_b = ensemble_values(12, n=4, m=5)
+    scales = np.array([[1e-200], [1.0], [1e150], [1e305]])
+    for name in ("pci", "upci"):
+        expected = cf.compute_confidence(name, values_a, values_b)
+        prediction, confidence = cf.compute_confidence(name, values_a * scales, values_b * scales)
+        np.testing.assert_array_equal(prediction, expected[0])
+        np.testing.assert_allclose(confidence, expected[1], rtol=0, atol=1e-12)
+        # near the largest double: a - b would overflow without scaling
+        big = np.full((1, 4), 1.7e308)
+        assert cf.compute_confidence(name, big, -big)[1][0] == 1.0
+        assert cf.compute_confidence(name, big, big)[1][0] == 0.0
 
 
 def test_bad_baseline_arguments():

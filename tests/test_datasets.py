@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 import types
 import warnings
 
@@ -14,8 +17,15 @@ from opcc_edu import datasets as ds
 from opcc_edu.datasets import coverage as ds_coverage
 from opcc_edu.datasets.format import REQUIRED_KEYS, episode_ends
 from opcc_edu.datasets.locomotion import EpisodeAssembler, generate_policy_dataset, generate_replay_dataset
-from opcc_edu.datasets.maze import MazeGeometry, WaypointController, generate_maze_dataset, grid_distances, next_cell_table
+from opcc_edu.datasets.maze import (
+    MazeGeometry,
+    WaypointController,
+    generate_maze_dataset,
+    grid_distances,
+    next_cell_table,
+)
 from opcc_edu.envs import GOAL_RADIUS, get_spec, make_env, set_state, termination_fn
+from opcc_edu.io import _HOST
 
 
 @pytest.fixture
@@ -304,7 +314,8 @@ def test_mean_return_random_below_medium_below_expert(env_name, cache):
 
 
 @pytest.mark.skipif(
-    not any(_behavior_available(e) for e in ("halfcheetah", "hopper", "walker2d")), reason="behaviour policies not built"
+    not any(_behavior_available(e) for e in ("halfcheetah", "hopper", "walker2d")),
+    reason="behaviour policies not built",
 )
 def test_medium_replay_from_the_shipped_behaviour_run(cache):
     from opcc_edu.policies import behavior_info
@@ -319,14 +330,17 @@ def test_medium_replay_from_the_shipped_behaviour_run(cache):
 
 
 @pytest.mark.skipif(
-    not any(_behavior_available(e) for e in ("halfcheetah", "hopper", "walker2d")), reason="behaviour policies not built"
+    not any(_behavior_available(e) for e in ("halfcheetah", "hopper", "walker2d")),
+    reason="behaviour policies not built",
 )
 def test_medium_expert_is_medium_then_expert(cache):
     env_name = next(e for e in ("halfcheetah", "hopper", "walker2d") if _behavior_available(e))
     mixed = ds.load_dataset(env_name, "medium-expert", 1001, progress=False)
     medium = ds.load_dataset(env_name, "medium", 501, progress=False)
     expert = ds.load_dataset(env_name, "expert", 500, progress=False)
-    np.testing.assert_array_equal(mixed["observations"], np.concatenate([medium["observations"], expert["observations"]]))
+    np.testing.assert_array_equal(
+        mixed["observations"], np.concatenate([medium["observations"], expert["observations"]])
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,11 +456,63 @@ def test_smaller_maze_dataset_is_cut_from_a_cached_larger_one(cache, monkeypatch
     assert small["timeouts"][-1]
 
 
+def _left_over_temp_file(folder, age: float = 0.0):
+    """A temporary file as a killed writer leaves it (``age`` seconds old)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid now names no process
+    path = folder / f".x.npz.{child.pid}.{_HOST}.0123abcd.tmp"
+    path.write_bytes(b"left over")
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+def _live_temp_file(folder):
+    """A temporary file of a writer that is still running (this process)."""
+    path = folder / f".y.npz.{os.getpid()}.{_HOST}.0123abcd.tmp"
+    path.write_bytes(b"being written")
+    return path
+
+
 def test_clear_cache(cache):
     ds.load_dataset("maze2d-open", "1k", progress=False)
-    (ds.dataset_cache_dir("maze2d-open") / ".x.npz.123.tmp").write_bytes(b"left over")
+    folder = ds.dataset_cache_dir("maze2d-open")
+    _left_over_temp_file(folder)
+    live = _live_temp_file(folder)
     assert ds.clear_cache() == 1
-    assert list(ds.dataset_cache_dir("maze2d-open").iterdir()) == []
+    assert list(folder.iterdir()) == [live]  # a running writer is not disturbed
+
+
+def test_no_cache_writes_nothing(cache):
+    data = ds.load_dataset("maze2d-open", "1k", progress=False, cache=False)
+    assert not cache.exists(), "cache=False must not even create the cache folder"
+    mixture = ds.load_dataset("hopper", "random", size=200, progress=False, cache=False)
+    assert not cache.exists() and len(mixture["rewards"]) == 200
+    cached = ds.load_dataset("maze2d-open", "1k", progress=False)
+    for key in cached:
+        np.testing.assert_array_equal(data[key], cached[key])
+
+
+def test_no_cache_does_not_read_the_cache(cache, monkeypatch):
+    ds.load_dataset("maze2d-open", "1k", progress=False)
+    calls = []
+    real = ds.generate_dataset
+    monkeypatch.setattr(ds, "generate_dataset", lambda *a, **k: calls.append(a) or real(*a, **k))
+    ds.load_dataset("maze2d-open", "1k", progress=False, cache=False)
+    assert len(calls) == 1
+
+
+def test_next_write_removes_left_over_temporary_files(cache):
+    folder = ds.dataset_cache_dir("maze2d-open")
+    dead = _left_over_temp_file(folder)
+    old = folder / ".z.npz.k3j4_x.tmp"  # named by another writer: only its age tells
+    old.write_bytes(b"left over")
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    fresh = folder / ".w.npz.k3j4_y.tmp"
+    fresh.write_bytes(b"maybe being written")
+    live = _live_temp_file(folder)
+    ds.load_dataset("maze2d-open", "1k", progress=False)
+    assert not dead.exists() and not old.exists()
+    assert fresh.exists() and live.exists()
 
 
 def test_cache_key_changes_with_recipe_seed_and_version(monkeypatch):
@@ -534,7 +600,9 @@ def test_minari_loader_with_a_fake_module(monkeypatch, hopper_random):
             )
         )
     fake = types.ModuleType("minari")
-    fake.load_dataset = lambda dataset_id, download=False: types.SimpleNamespace(iterate_episodes=lambda: iter(episodes))
+    fake.load_dataset = lambda dataset_id, download=False: types.SimpleNamespace(
+        iterate_episodes=lambda: iter(episodes)
+    )
     monkeypatch.setitem(sys.modules, "minari", fake)
     data = ds.load_minari("mujoco/hopper/random-v0", "hopper")
     n = sum(len(e.actions) for e in episodes)

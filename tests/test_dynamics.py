@@ -21,9 +21,17 @@ from opcc_edu.dynamics import (
     save_ensemble,
     train_dynamics,
 )
+from opcc_edu.dynamics.memory import InsufficientMemoryError, training_bytes
 from opcc_edu.envs import termination_fn
 
 torch.set_num_threads(1)
+
+# A plain deterministic model: every choice ModelSpec requires, given explicitly.
+PLAIN = dict(model_type="ff", stochastic=False, prior_scale=0.0, normalize=True, clip=True, termination="none")
+
+
+def make_spec(env: str, obs_dim: int, act_dim: int, m: int, hidden_sizes=(8,), **choices) -> ModelSpec:
+    return ModelSpec(env, obs_dim, act_dim, m, hidden_sizes, **{**PLAIN, **choices})
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,7 +133,9 @@ def test_ensemble_mlp_equals_per_member_sequential():
     mlp = EnsembleMLP(3, 4, (8, 8), 2, generator=torch.Generator().manual_seed(1))
     x = torch.randn(3, 6, 4)
     for m in range(3):
-        seq = nn.Sequential(mlp.layers[0].member(m), nn.SiLU(), mlp.layers[1].member(m), nn.SiLU(), mlp.layers[2].member(m))
+        seq = nn.Sequential(
+            mlp.layers[0].member(m), nn.SiLU(), mlp.layers[1].member(m), nn.SiLU(), mlp.layers[2].member(m)
+        )
         torch.testing.assert_close(mlp(x)[m], seq(x[m]))
     with torch.no_grad():  # the in-place activation path must agree with the autograd path
         torch.testing.assert_close(mlp(x), mlp(x.requires_grad_(False)))
@@ -149,7 +159,9 @@ def test_rollouts_reproduce_analytic_values_of_a_linear_system():
     model = LinearEnsemble(a, b, c)
     values = rollout_values(model, [linear_policy(k) for k in ks], obs, pidx, horizon, first, gamma, progress=False)
     assert values.shape == (n, len(a), 1)
-    expected = analytic_linear_values(a, b, c, ks, obs.astype(np.float64), first.astype(np.float64), pidx, horizon, gamma)
+    expected = analytic_linear_values(
+        a, b, c, ks, obs.astype(np.float64), first.astype(np.float64), pidx, horizon, gamma
+    )
     np.testing.assert_allclose(values[..., 0], expected, rtol=1e-4, atol=1e-4)
 
 
@@ -161,6 +173,7 @@ def test_termination_stops_reward_accumulation_for_good():
     np.testing.assert_allclose(values[:, 0], [0.0, 0.0])
     np.testing.assert_allclose(values[:, 1], [2.0, 10.0])
     np.testing.assert_allclose(values[:, 2], [4.0, 20.0])
+
     # make member 0's reward visible: shift rewards by one
     class Shifted(CounterEnsemble):
         def step(self, obs, act, generator=None):
@@ -178,7 +191,9 @@ def test_mixture_mode_mixes_members():
     obs[:, 1] = np.arange(n)  # distinct rows
     plain = rollout_values(model, [zero_policy()], obs, np.zeros(n), np.full(n, h), progress=False)[..., 0]
     np.testing.assert_allclose(plain, np.broadcast_to(h * np.arange(m), (n, m)))
-    mixed = rollout_values(model, [zero_policy()], obs, np.zeros(n), np.full(n, h), mixture=True, seed=3, progress=False)[..., 0]
+    mixed = rollout_values(
+        model, [zero_policy()], obs, np.zeros(n), np.full(n, h), mixture=True, seed=3, progress=False
+    )[..., 0]
     # every step each member advances exactly one trajectory of a row: row sums are preserved
     np.testing.assert_allclose(mixed.sum(1), h * m * (m - 1) / 2)
     # ... but trajectories no longer belong to one member
@@ -186,8 +201,20 @@ def test_mixture_mode_mixes_members():
     assert np.mean(np.abs(mixed - h * (m - 1) / 2)) < np.mean(np.abs(plain - h * (m - 1) / 2))
 
 
-def small_model(stochastic=False, model_type="ff", prior_scale=0.0, termination="none", m=4, seed=0, env="maze2d-umaze"):
-    spec = ModelSpec(env, 4, 2, m, (16, 16), model_type=model_type, stochastic=stochastic, prior_scale=prior_scale, termination=termination)
+def small_model(
+    stochastic=False, model_type="ff", prior_scale=0.0, termination="none", m=4, seed=0, env="maze2d-umaze"
+):
+    spec = make_spec(
+        env,
+        4,
+        2,
+        m,
+        (16, 16),
+        model_type=model_type,
+        stochastic=stochastic,
+        prior_scale=prior_scale,
+        termination=termination,
+    )
     model = build_ensemble(spec, seed=seed).eval()
     return model
 
@@ -219,7 +246,9 @@ def test_chunked_and_unchunked_rollouts_agree(model_type):
     obs, pidx, hor, first = random_rows()
     pols = tanh_policies()
     whole = rollout_values(model, pols, obs, pidx, hor, first, chunk_rows=10_000, progress=False)
-    chunked, plan = rollout_values(model, pols, obs, pidx, hor, first, chunk_rows=7, member_block=3, progress=False, return_plan=True)
+    chunked, plan = rollout_values(
+        model, pols, obs, pidx, hor, first, chunk_rows=7, member_block=3, progress=False, return_plan=True
+    )
     assert len(plan.chunks) == 5 and plan.member_block == 3
     assert max(s for _, s in plan.chunks) == hor.max() and min(s for _, s in plan.chunks) < hor.max()
     np.testing.assert_allclose(chunked, whole, rtol=1e-5, atol=1e-5)
@@ -272,15 +301,19 @@ def test_rollout_rejects_bad_input():
 # --------------------------------------------------------------------------------------------
 def test_model_spec_validates_choices():
     with pytest.raises(ValueError, match="model_type"):
-        ModelSpec("hopper", 11, 3, 2, model_type="rnn")
+        make_spec("hopper", 11, 3, 2, model_type="rnn")
     with pytest.raises(ValueError, match="termination"):
-        ModelSpec("hopper", 11, 3, 2, termination="sometimes")
+        make_spec("hopper", 11, 3, 2, termination="sometimes")
     with pytest.raises(ValueError, match="prior_scale"):
-        ModelSpec("hopper", 11, 3, 2, prior_scale=-1.0)
+        make_spec("hopper", 11, 3, 2, prior_scale=-1.0)
+    with pytest.raises(ValueError, match="hidden_sizes"):
+        make_spec("hopper", 11, 3, 2, hidden_sizes=())
+    with pytest.raises(TypeError, match="model_type"):  # the choices have no defaults here
+        ModelSpec("hopper", 11, 3, 2, (8,))
 
 
 def test_predefined_termination_and_clipping():
-    spec = ModelSpec("hopper", 11, 3, 2, (8,), termination="predefined", clip=True)
+    spec = make_spec("hopper", 11, 3, 2, (8,), termination="predefined", clip=True)
     model = build_ensemble(spec, seed=0).eval()
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(50, 11)).astype(np.float32)
@@ -335,7 +368,7 @@ def test_select_members_is_a_prefix_and_save_load_round_trips(tmp_path):
     path = save_ensemble(tmp_path / "ens.safetensors", model, {"note": "test"})
     loaded, meta = load_ensemble(path)
     assert meta == {"note": "test"} and loaded.spec == model.spec
-    for x, y in zip(loaded(obs, act), model(obs, act)):
+    for x, y in zip(loaded(obs, act), model(obs, act), strict=True):
         if x is not None:
             torch.testing.assert_close(x, y)
     with pytest.raises(ValueError, match="members"):
@@ -378,7 +411,7 @@ def test_training_learns_and_is_deterministic(model_type, termination):
 
     one, h1 = fit()
     two, _ = fit()
-    for (k, x), (_, y) in zip(one.state_dict().items(), two.state_dict().items()):
+    for (k, x), (_, y) in zip(one.state_dict().items(), two.state_dict().items(), strict=True):
         assert torch.equal(x, y), k
     assert h1.val_size == 300 and len(h1.final_val_mse) == 4
     assert h1.val_mse[-1][0] < 0.5 * h1.val_mse[0][0] or h1.final_val_mse.max() < 0.1
@@ -388,7 +421,7 @@ def test_training_learns_and_is_deterministic(model_type, termination):
 def test_training_rejects_mismatched_data():
     data = linear_dataset(100)
     with pytest.raises(ValueError, match="D=4"):
-        train_dynamics(build_ensemble(ModelSpec("hopper", 11, 3, 2, (8,))), data, steps=1, progress=False)
+        train_dynamics(build_ensemble(make_spec("hopper", 11, 3, 2, (8,))), data, steps=1, progress=False)
     bad = dict(data, rewards=data["rewards"][:-1])
     with pytest.raises(ValueError, match="disagree"):
         train_dynamics(small_model(), bad, steps=1, progress=False)
@@ -397,7 +430,7 @@ def test_training_rejects_mismatched_data():
 
 
 def test_spec_round_trips_through_dict():
-    spec = ModelSpec("walker2d", 17, 6, 3, (32,), model_type="ar", stochastic=True, prior_scale=5.0)
+    spec = make_spec("walker2d", 17, 6, 3, (32,), model_type="ar", stochastic=True, prior_scale=5.0)
     assert ModelSpec.from_dict(spec.to_dict()) == spec
     assert dataclasses.replace(spec, ensemble_size=1).ensemble_size == 1
 
@@ -414,3 +447,43 @@ def test_predict_mean_is_the_noise_free_step(model_type):
     samples = torch.stack([model.step(obs, act, gen)[0] - obs for _ in range(200)])
     assert not torch.allclose(samples[0], samples[1])
     torch.testing.assert_close(samples.mean(0), mean[..., :4], atol=0.5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "choices",
+    [
+        {},
+        {"model_type": "ar"},
+        {"stochastic": True, "termination": "learned"},
+        {"model_type": "ar", "stochastic": True},
+    ],
+)
+def test_spec_parameter_count_matches_the_built_model(choices):
+    spec = make_spec("hopper", 11, 3, 3, (16, 8), **choices)
+    model = build_ensemble(spec, seed=0)
+    assert spec.parameter_count() == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert training_bytes(spec, 1000, 64) > 4 * 4 * spec.parameter_count()
+
+
+class HugeEnsemble(nn.Module):
+    """An ensemble that claims more members than any machine could hold values for."""
+
+    ensemble_size, obs_dim, act_dim = 10**12, 4, 2
+
+    @property
+    def device(self):
+        return torch.device("cpu")
+
+    def step(self, obs, act, generator=None):  # pragma: no cover - never reached
+        raise AssertionError("the memory check must refuse the rollout before any step")
+
+
+def test_rollout_refuses_what_cannot_fit_before_allocating():
+    obs = np.zeros((8, 4), np.float32)
+    with pytest.raises(InsufficientMemoryError, match="ensemble_size") as info:
+        rollout_values(HugeEnsemble(), [lambda x: x[..., :2]], obs, np.zeros(8), np.full(8, 5), progress=False)
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, ValueError)
+    assert "\n" not in str(info.value)  # one line
+    model = small_model()
+    with pytest.raises(InsufficientMemoryError, match="chunk_rows"):
+        rollout_values(model, tanh_policies(), obs, np.zeros(8), np.full(8, 5), chunk_rows=10**14, progress=False)

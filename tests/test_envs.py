@@ -38,7 +38,7 @@ def test_state_restore_replays_bit_for_bit(name):
 
     a, b = replay(), replay()
     assert len(a) == len(b)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert np.array_equal(x, y)
     env.close()
 
@@ -108,3 +108,73 @@ def test_hopper_termination_matches_simulator():
                 seen_done |= terminated
                 break
     assert seen_done, "random actions should make the hopper fall"
+
+
+# --------------------------------------------------------------------------------------------
+# Nothing left behind, nothing printed
+# --------------------------------------------------------------------------------------------
+def test_maze_environments_leave_nothing_in_the_temp_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    assert tempfile.gettempdir() == str(private)
+    for name in envs.MAZE_NAMES:
+        env = envs.make_env(name, seed=0)
+        for _ in range(3):
+            env.step(env.action_space.sample())
+        env.close()
+    assert sorted(p.name for p in private.iterdir()) == []
+
+
+def test_a_failing_maze_constructor_leaves_nothing_either(tmp_path, monkeypatch):
+    import tempfile
+
+    from gymnasium_robotics.envs.maze import point_maze
+
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no simulator today")
+
+    monkeypatch.setattr(point_maze, "PointEnv", broken)  # fails after the XML was written
+    with pytest.raises(RuntimeError, match="no simulator today"):
+        envs.MazeEnv("maze2d-open")
+    assert list(private.iterdir()) == []
+
+
+def test_halfcheetah_compiles_without_the_settotalmass_notice(tmp_path, monkeypatch, capfd):
+    import mujoco
+
+    monkeypatch.chdir(tmp_path)  # MuJoCo's default handler would also append to ./MUJOCO_LOG.TXT
+    env = envs.make_env("halfcheetah", seed=0)
+    env.step(np.zeros(6))
+    env.close()
+    out, err = capfd.readouterr()
+    assert "settotalmass" not in out + err
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is back
+
+
+def test_other_mujoco_warnings_still_reach_the_user():
+    import mujoco
+
+    seen = []
+    mujoco.set_mju_user_warning(seen.append)
+    try:
+        with envs._without_settotalmass_notice():
+            handler = mujoco.get_mju_user_warning()
+            handler("compiler attribute 'settotalmass' is deprecated")
+            handler("something else went wrong")
+        assert mujoco.get_mju_user_warning() is not None
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert seen == ["something else went wrong"]
+    with envs._without_settotalmass_notice():
+        with pytest.warns(RuntimeWarning, match="MuJoCo: another message"):
+            mujoco.get_mju_user_warning()("another message")

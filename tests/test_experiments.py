@@ -1,5 +1,8 @@
 """Tests of the ablation runner: grid, scoring, resume, aggregation, paper table and reports.
 
+The plots of these results are tested in test_plotting.py; the results store under faults in
+test_store.py.
+
 A fake answer function stands in for training: it returns (N, M) member values whose quality
 depends on the run's configuration, so grids, resumption, aggregation and reports are tested
 in well under a second per test without a single dynamics model.
@@ -99,7 +102,9 @@ def test_configuration_labels_are_canonical():
 
 
 def test_plan_shares_the_default_run_and_orders_seeds_outermost():
-    grid = ex.plan_ablation("prior-scale", "tiny", environments=["maze2d-umaze", "maze2d-open"], datasets=["1m"], seeds=2)
+    grid = ex.plan_ablation(
+        "prior-scale", "tiny", environments=["maze2d-umaze", "maze2d-open"], datasets=["1m"], seeds=2
+    )
     ids = [run.run_id for run in grid.runs()]
     assert len(ids) == 2 * 2 * 2 == len(set(ids)) == len(grid)
     assert ids[0] == "maze2d-umaze/1m/seed0/default"
@@ -173,7 +178,9 @@ def test_run_values_average_monte_carlo_runs_and_validate_shapes():
 def test_run_grid_writes_table_runs_values_and_meta(tmp_path):
     fake = FakeAnswers()
     grid = ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=3)
-    results = ex.run_grid(grid, tmp_path, answer_fn=fake, profile="tiny", progress=False, label="prior-scale", command="test")
+    results = ex.run_grid(
+        grid, tmp_path, answer_fn=fake, profile="tiny", progress=False, label="prior-scale", command="test"
+    )
     assert len(fake.calls) == 6
     assert list(results.columns) == list(ex.RESULT_COLUMNS)
     assert len(results) == 6 * 27
@@ -190,9 +197,13 @@ def test_run_grid_writes_table_runs_values_and_meta(tmp_path):
 
 def test_finished_runs_are_not_repeated_and_other_ablations_reuse_the_default_run(tmp_path):
     fake = FakeAnswers()
-    ex.run_grid(ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2), tmp_path, answer_fn=fake, progress=False)
+    ex.run_grid(
+        ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2), tmp_path, answer_fn=fake, progress=False
+    )
     assert len(fake.calls) == 4
-    ex.run_grid(ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2), tmp_path, answer_fn=fake, progress=False)
+    ex.run_grid(
+        ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2), tmp_path, answer_fn=fake, progress=False
+    )
     assert len(fake.calls) == 4
     # horizon, confidence and ensemble count read the default runs already there
     for name in ("horizon", "confidence", "ensemble-count"):
@@ -211,7 +222,8 @@ def test_an_interrupted_grid_resumes_where_it_stopped(tmp_path):
         handle.write("maze2d-umaze,1m,2,default,all,ev,10,10,0.5,0.1,0.2,0.3,150,tiny,maze2d-umaze/1m/seed2/default\n")
         handle.write("maze2d-umaze,1m,2,defa")
     resumed = FakeAnswers()
-    results = ex.run_grid(grid, tmp_path, answer_fn=resumed, progress=False)
+    with pytest.warns(ex.StoreWarning, match="results.quarantine.csv"):
+        results = ex.run_grid(grid, tmp_path, answer_fn=resumed, progress=False)
     assert resumed.calls == [run.run_id for run in grid.runs()[2:]]
     assert len(results) == 6 * 27 and results["run_id"].nunique() == 6
     assert (tmp_path / "results.csv").read_text().count("\n") == 6 * 27 + 1
@@ -249,7 +261,10 @@ def test_aggregate_is_the_t_interval_over_seeds(tmp_path):
     assert set(table["n_samples"]) == {4}
     for level, config in (("0", "default"), ("5", "prior_scale=5")):
         samples = results[
-            (results["configuration"] == config) & (results["horizon"] == "all") & (results["confidence"] == "ev") & (results["ensemble_count"] == 10)
+            (results["configuration"] == config)
+            & (results["horizon"] == "all")
+            & (results["confidence"] == "ev")
+            & (results["ensemble_count"] == 10)
         ]["aurcc"].to_numpy()
         assert samples.size == 4
         half = stats.t.ppf(0.975, 3) * samples.std(ddof=1) / 2.0
@@ -297,11 +312,6 @@ def test_level_risk_coverage_averages_horizons_then_runs(tmp_path):
     assert math.isclose(curves["ev"]["risk"][-1], ev_all["loss"].mean())
     horizon_curves = ex.level_risk_coverage(tmp_path, "horizon", "maze2d-umaze", grid_points=11, results=results)
     assert list(horizon_curves) == [str(h) for h in HORIZONS]
-    import matplotlib
-
-    matplotlib.use("Agg")
-    ax = ex.plot_level_risk_coverage(curves, title="test")
-    assert ax.get_xlabel().startswith("coverage") and len(ax.lines) == 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,7 +322,24 @@ def test_paper_results_hold_every_cell_of_the_ablation_tables():
     assert len(paper) == 636
     counts = paper.groupby("table").size().to_dict()
     # rows x 4 metrics per table, as printed in the paper
-    assert counts == {1: 60, 2: 16, 3: 60, 4: 36, 5: 60, 6: 24, 7: 24, 10: 32, 11: 24, 12: 32, 13: 32, 14: 24, 15: 32, 16: 36, 17: 64, 18: 80}
+    assert counts == {
+        1: 60,
+        2: 16,
+        3: 60,
+        4: 36,
+        5: 60,
+        6: 24,
+        7: 24,
+        10: 32,
+        11: 24,
+        12: 32,
+        13: 32,
+        14: 24,
+        15: 32,
+        16: 36,
+        17: 64,
+        18: 80,
+    }
     assert set(paper["metric"]) == set(ex.METRICS)
     assert paper["source"].str.contains("Table").all()
     assert all(paper.apply(lambda r: f"Table {r['table']};" in r["source"], axis=1))
@@ -321,7 +348,12 @@ def test_paper_results_hold_every_cell_of_the_ablation_tables():
         assert set(rows["table"]) == set(ablation.paper_tables)
 
     def cell(table, env, level, metric):
-        row = paper[(paper["table"] == table) & (paper["environment"] == env) & (paper["level"] == level) & (paper["metric"] == metric)]
+        row = paper[
+            (paper["table"] == table)
+            & (paper["environment"] == env)
+            & (paper["level"] == level)
+            & (paper["metric"] == metric)
+        ]
         assert len(row) == 1
         return row.iloc[0]
 
@@ -355,12 +387,19 @@ def test_compare_with_paper_maps_prefix_sizes_and_checks_overlap(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Reports and command line
+# Reports, dry runs and argument checks
 # --------------------------------------------------------------------------------------------
 def test_reports_in_markdown_and_latex(tmp_path):
     root = tmp_path / "ablations"
     for name in ("prior-scale", "horizon"):
-        ex.run_grid(ex.plan_ablation(name, "tiny", datasets=["1m"], seeds=2), root / "tiny", answer_fn=FakeAnswers(), progress=False, label=name, command=f"opcc-edu ablation {name}")
+        ex.run_grid(
+            ex.plan_ablation(name, "tiny", datasets=["1m"], seeds=2),
+            root / "tiny",
+            answer_fn=FakeAnswers(),
+            progress=False,
+            label=name,
+            command=f"opcc-edu ablation {name}",
+        )
     markdown = ex.report_text(root, "markdown")
     assert "### Randomized constant prior (paper tables: 6, 10)" in markdown
     assert "### Query horizon (paper tables: 3, 17)" in markdown
@@ -380,20 +419,45 @@ def test_reports_in_markdown_and_latex(tmp_path):
         ex.report_text(root, "html")
 
 
-def test_cli_ablation_dry_run_and_report(tmp_path, capsys):
-    from opcc_edu.cli import main
-
+def test_dry_run_lists_the_plan_without_writing_and_reports_are_written(tmp_path):
     root = tmp_path / "ablations"
-    assert main(["ablation", "prior-scale", "--profile", "tiny", "--out", str(root), "--datasets", "1m", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "prior-scale: 4 runs in profile tiny (0 done)" in out and "todo  maze2d-umaze/1m/seed1/prior_scale=5" in out
-    ex.run_grid(ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2), root / "tiny", answer_fn=FakeAnswers(), progress=False)
-    assert main(["ablation", "prior-scale", "--profile", "tiny", "--out", str(root), "--datasets", "1m", "--dry-run"]) == 0
-    assert "(4 done)" in capsys.readouterr().out
-    assert main(["report", "--out", str(root), "--format", "markdown"]) == 0
-    assert "Randomized constant prior" in capsys.readouterr().out
-    assert (root / "report.md").exists()
-    assert main(["report", "--out", str(tmp_path / "empty")]) == 2
+    plan = ex.run_ablation("prior-scale", out=root, profile="tiny", datasets=["1m"], dry_run=True)
+    assert len(plan) == 4 and not plan["done"].any() and "maze2d-umaze/1m/seed1/prior_scale=5" in set(plan["run_id"])
+    assert not root.exists(), "a dry run writes nothing"
+    ex.run_grid(
+        ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2),
+        root / "tiny",
+        answer_fn=FakeAnswers(),
+        progress=False,
+    )
+    assert ex.run_ablation("prior-scale", out=root, profile="tiny", datasets=["1m"], dry_run=True)["done"].all()
+    fake = FakeAnswers()
+    ex.run_ablation(
+        "prior-scale", out=root, profile="tiny", datasets=["1m"], seeds=3, answer_fn=fake, progress=False, max_runs=1
+    )
+    assert len(fake.calls) == 1
+    path = ex.write_report(root, "markdown")
+    assert path == root / "report.md" and "Randomized constant prior" in path.read_text()
+    with pytest.raises(FileNotFoundError):
+        ex.write_report(tmp_path / "empty")
+
+
+def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
+    fake = FakeAnswers()
+    with pytest.raises(ValueError, match="max_runs"):
+        ex.run_ablation("horizon", out=tmp_path, profile="tiny", answer_fn=fake, max_runs=-1)
+    with pytest.raises(ValueError, match="max_runs"):
+        ex.run_ablation("horizon", out=tmp_path, profile="tiny", max_runs=-1, dry_run=True)
+    with pytest.raises(ValueError, match="1k, 10k, 100k, 1m"):
+        ex.run_ablation("horizon", out=tmp_path, profile="tiny", datasets=["2m"], dry_run=True)
+    with pytest.raises(ValueError, match="random"):
+        ex.plan_ablation("horizon", "tiny", environments=["hopper"], datasets=["1m"])
+    assert fake.calls == [] and not any(tmp_path.iterdir())
+    ex.run_grid(
+        ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=1), tmp_path / "tiny", answer_fn=fake, progress=False
+    )
+    with pytest.raises(ValueError, match="valid choices: tiny"):
+        ex.report_text(tmp_path, profiles=["bogus"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -415,7 +479,11 @@ def test_real_runner_smoke_on_the_tiny_profile(tmp_path, monkeypatch):
     results = ex.run_grid(grid, tmp_path / "out", profile="tiny", progress=False)
     assert time.perf_counter() - start < 120
     assert results["run_id"].nunique() == 1
-    row = results[(results["horizon"] == "all") & (results["confidence"] == "ev") & (results["ensemble_count"] == results["ensemble_size"])].iloc[0]
+    row = results[
+        (results["horizon"] == "all")
+        & (results["confidence"] == "ev")
+        & (results["ensemble_count"] == results["ensemble_size"])
+    ].iloc[0]
     assert 0.0 <= row["aurcc"] <= 1.0
     assert 0.0 <= row["loss"] <= 1.0 and row["n"] > 0
 
@@ -433,18 +501,6 @@ def test_level_differences_use_the_papers_interval_reading():
     assert set(horizon[horizon["environment"] == "hopper"]["reference"]) == {"10"}
 
 
-def test_plot_comparison(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    _, results = _grid_results(tmp_path, "prior-scale", seeds=2)
-    comparison = ex.compare_with_paper(ex.aggregate(results, "prior-scale"), "prior-scale")
-    ax = ex.plot_comparison(comparison, "aurcc")
-    assert len(ax.patches) == 4 and "AURCC" in ax.get_ylabel()
-    with pytest.raises(ValueError, match="metric"):
-        ex.plot_comparison(comparison, "auroc")
-
-
 def test_synthetic_answer_function_is_deterministic_and_harder_at_long_horizons(tmp_path):
     answer = ex.synthetic_answer_function(n_queries=500, ensemble_size=6)
     run = ex.RunSpec("maze2d-umaze", "1m", 0, {})
@@ -453,7 +509,9 @@ def test_synthetic_answer_function_is_deterministic_and_harder_at_long_horizons(
     assert first.values_a.shape == (500, 6) and set(first.horizon) == set(HORIZONS)
     other = answer(ex.RunSpec("maze2d-umaze", "1m", 1, {}))
     assert not np.array_equal(first.values_a, other.values_a)
-    results = ex.run_grid(ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=3), tmp_path, answer_fn=answer, progress=False)
+    results = ex.run_grid(
+        ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=3), tmp_path, answer_fn=answer, progress=False
+    )
     loss = ex.aggregate(results, "horizon").query("metric == 'loss'")["mean"].to_numpy()
     assert loss[-1] > loss[0]
 
@@ -462,9 +520,17 @@ def test_committed_results_prefers_the_largest_profile(tmp_path):
     root = tmp_path / "results" / "ablations"
     assert ex.committed_results(root) is None
     answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
-    ex.run_grid(ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=1), root / "tiny", answer_fn=answer, progress=False)
+    ex.run_grid(
+        ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=1), root / "tiny", answer_fn=answer, progress=False
+    )
     assert ex.committed_results(root) == root / "tiny"
-    ex.run_grid(ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1), root / "classroom", answer_fn=answer, profile="classroom", progress=False)
+    ex.run_grid(
+        ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1),
+        root / "classroom",
+        answer_fn=answer,
+        profile="classroom",
+        progress=False,
+    )
     assert ex.committed_results(root) == root / "classroom"
     assert ex.find_results_root(tmp_path / "results") == root
     assert ex.read_meta(root / "tiny")["sessions"][0]["runs_completed"] == 1
@@ -473,8 +539,19 @@ def test_committed_results_prefers_the_largest_profile(tmp_path):
 def test_committed_results_for_one_ablation(tmp_path):
     root = tmp_path / "ablations"
     answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
-    ex.run_grid(ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=1), root / "tiny", answer_fn=answer, progress=False)
-    ex.run_grid(ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1), root / "classroom", answer_fn=answer, profile="classroom", progress=False)
+    ex.run_grid(
+        ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=1),
+        root / "tiny",
+        answer_fn=answer,
+        progress=False,
+    )
+    ex.run_grid(
+        ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1),
+        root / "classroom",
+        answer_fn=answer,
+        profile="classroom",
+        progress=False,
+    )
     assert ex.committed_results(root, ablation="horizon") == root / "classroom"
     assert ex.committed_results(root, ablation="prior-scale") == root / "tiny"
     assert ex.committed_results(root, ablation="mixture") is None
@@ -484,7 +561,13 @@ def test_committed_profiles_and_runs_table(tmp_path):
     root = tmp_path / "ablations"
     answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
     for profile in ("tiny", "classroom"):
-        ex.run_grid(ex.plan_ablation("horizon", profile, datasets=["1m"], seeds=2), root / profile, answer_fn=answer, profile=profile, progress=False)
+        ex.run_grid(
+            ex.plan_ablation("horizon", profile, datasets=["1m"], seeds=2),
+            root / profile,
+            answer_fn=answer,
+            profile=profile,
+            progress=False,
+        )
     assert ex.committed_profiles(root, ablation="horizon") == [root / "classroom", root / "tiny"]
     assert ex.committed_profiles(root, ablation="prior-scale") == []
     runs = ex.load_runs(root / "tiny")

@@ -268,10 +268,7 @@ def test_expected_random_aurcc_by_exhaustive_enumeration():
     # All 7! orderings of 7 queries are equally likely under i.i.d. continuous confidences.
     pred = np.array([1, 0, 1, 1, 0, 1, 0])
     target = np.array([1, 1, 0, 1, 0, 0, 0])
-    areas = [
-        metrics.aurcc(pred, target, np.array(ranks, dtype=float))
-        for ranks in itertools.permutations(range(7))
-    ]
+    areas = [metrics.aurcc(pred, target, np.array(ranks, dtype=float)) for ranks in itertools.permutations(range(7))]
     assert np.mean(areas) == pytest.approx(metrics.expected_random_aurcc(pred, target), abs=1e-14)
     r_f = 3 / 7
     assert metrics.expected_random_aurcc(pred, target) == pytest.approx(r_f * (1 - 1 / 14))

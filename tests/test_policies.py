@@ -1,10 +1,12 @@
 import json
+import tempfile
 
 import numpy as np
 import pytest
 import torch
 
 from opcc_edu import policies
+from opcc_edu.config import get_profile
 from opcc_edu.envs import ENV_NAMES, LOCOMOTION_NAMES, get_spec
 from opcc_edu.io import CorruptFileError
 from opcc_edu.policies import (
@@ -74,7 +76,8 @@ def test_policies_load_and_run_without_stable_baselines3(tmp_path):
         "import torch; from opcc_edu.policies import load_actor, StackedActors\n"
         f"actor, _ = load_actor({str(tmp_path / 'a.safetensors')!r})\n"
         "out = StackedActors([actor, actor])(torch.zeros(3, 5), torch.tensor([0, 1, 0]))\n"
-        "assert out.shape == (3, 2) and 'stable_baselines3' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
+        "loaded = {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
+        "assert out.shape == (3, 2) and 'stable_baselines3' not in loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -85,7 +88,7 @@ def test_stacked_actors_equal_a_per_row_loop():
     gen = torch.Generator().manual_seed(0)
     obs = torch.randn(257, 5, generator=gen) * 3
     index = torch.randint(0, 4, (257,), generator=gen)
-    expected = torch.stack([actors[int(i)](o) for o, i in zip(obs, index)])
+    expected = torch.stack([actors[int(i)](o) for o, i in zip(obs, index, strict=True)])
     assert torch.allclose(stacked(obs, index), expected, atol=1e-6)
     # Each row really uses its own policy: different policies disagree.
     assert not torch.allclose(stacked(obs, torch.zeros_like(index)), stacked(obs, torch.ones_like(index)))
@@ -136,7 +139,11 @@ def test_train_ppo_is_deterministic_and_a_prefix_replays_exactly(tmp_path):
         )
         runs.append((paths, rec.stacked()))
     (paths_a, rec_a), (paths_b, rec_b), (paths_p, rec_p) = runs
-    assert [p.name for p in paths_b] == ["step_000000000.safetensors", "step_000001024.safetensors", "step_000002048.safetensors"]
+    assert [p.name for p in paths_b] == [
+        "step_000000000.safetensors",
+        "step_000001024.safetensors",
+        "step_000002048.safetensors",
+    ]
     paths_a = [paths_a[0], paths_a[4], paths_a[5]]
     obs, action, reward, next_obs, terminated, truncated = rec_a
     assert obs.shape == (1024, 2, 11) and action.shape == (1024, 2, 3)  # vector steps x n_envs
@@ -145,11 +152,11 @@ def test_train_ppo_is_deterministic_and_a_prefix_replays_exactly(tmp_path):
     # Transitions chain inside episodes: next_obs is the next obs unless the episode ended.
     cont = ~(terminated[:-1] | truncated[:-1])
     assert np.array_equal(next_obs[:-1][cont], obs[1:][cont])
-    for x, y in zip(rec_a, rec_b):
+    for x, y in zip(rec_a, rec_b, strict=True):
         assert np.array_equal(x, y)
-    for x, y in zip(rec_p, rec_a):
+    for x, y in zip(rec_p, rec_a, strict=True):
         assert np.array_equal(x, y[: len(x)])
-    for pa, pb in zip(paths_a, paths_b):
+    for pa, pb in zip(paths_a, paths_b, strict=True):
         ta, tb = load_actor(pa)[0].state_dict(), load_actor(pb)[0].state_dict()
         assert all(torch.equal(ta[k], tb[k]) for k in ta)
     mid_a, mid_p = load_actor(paths_a[1])[0].state_dict(), load_actor(paths_p[-1])[0].state_dict()
@@ -167,7 +174,7 @@ def test_train_ppo_reuses_an_identical_earlier_run(tmp_path):
     # Another seed is another run: it is trained, not taken from the cache.
     other = policies.train_ppo("hopper", 5, 256, [], tmp_path, progress=False, config=TINY, reuse=True)
     assert load_actor(other[-1])[1]["seed"] == 5
-    schedule, total = policies._schedule(2048, 4, TINY, stop_step=1000)
+    schedule, total = policies.checkpoint_plan(2048, 4, TINY, stop_step=1000)
     assert total == 1024 and schedule[-1] == 1024
     assert set(schedule[:-1]) <= set(policies.checkpoint_schedule(2048, 4, TINY.rollout_steps))
 
@@ -196,7 +203,9 @@ def test_actor_from_sb3_matches_the_sb3_policy():
     actor = policies.actor_from_sb3(model, venv)
     obs = rng.normal(size=(64, 11)) * 4
     with torch.no_grad():
-        mean_action = model.policy._predict(torch.as_tensor(venv.normalize_obs(obs), dtype=torch.float32), deterministic=True)
+        mean_action = model.policy._predict(
+            torch.as_tensor(venv.normalize_obs(obs), dtype=torch.float32), deterministic=True
+        )
     assert np.allclose(actor.act(obs), np.tanh(mean_action.numpy()), atol=1e-5)
 
 
@@ -209,10 +218,20 @@ def test_evaluate_actor_is_reproducible_and_prefix_stable():
 
 
 def test_build_entry_points_write_assets_that_replay(tmp_path):
+    threads = torch.get_num_threads()
     rows = policies.build_query_policies(
-        "halfcheetah", 1536, n_checkpoints=4, episodes=2, assets_dir=tmp_path, work_dir=tmp_path / "q", config=TINY, progress=False
+        "halfcheetah",
+        1536,
+        n_checkpoints=4,
+        episodes=2,
+        assets_dir=tmp_path,
+        work_dir=tmp_path / "q",
+        config=TINY,
+        progress=False,
     )
     assert [r["level"] for r in rows] == list(POLICY_LEVELS)
+    assert torch.get_num_threads() == threads  # the single-threaded build restores the caller's setting
+    assert policies.describe_query_policies(rows)[1].startswith("halfcheetah level 2: ")
     means = [r["mean_return"] for r in rows]
     assert means[0] == max(means) and means[3] == min(means)
     table = policies.policy_table(assets_dir=tmp_path)
@@ -223,7 +242,14 @@ def test_build_entry_points_write_assets_that_replay(tmp_path):
     assert np.allclose(again, rows[1]["returns"], atol=1e-9)
 
     entry = policies.build_behavior_policies(
-        "hopper", 1536, n_checkpoints=6, episodes=2, assets_dir=tmp_path, work_dir=tmp_path / "b", config=TINY, progress=False
+        "hopper",
+        1536,
+        n_checkpoints=6,
+        episodes=2,
+        assets_dir=tmp_path,
+        work_dir=tmp_path / "b",
+        config=TINY,
+        progress=False,
     )
     assert entry["medium_step"] < entry["expert_step"] == 1536
     args = policies.behavior_train_args("hopper", assets_dir=tmp_path)
@@ -239,7 +265,9 @@ def test_build_entry_points_write_assets_that_replay(tmp_path):
         medium.layers[0].bias[0] += 1e-3
     save_actor(medium_path, medium, meta)
     with pytest.raises(RuntimeError, match="did not reproduce"):
-        policies.replay_behavior_run("hopper", Recorder(), out_dir=tmp_path / "replay2", progress=False, assets_dir=tmp_path)
+        policies.replay_behavior_run(
+            "hopper", Recorder(), out_dir=tmp_path / "replay2", progress=False, assets_dir=tmp_path
+        )
 
 
 def test_select_medium_stops_early():
@@ -269,12 +297,44 @@ def test_bad_arguments_name_the_valid_choices():
         policies.train_ppo("hopper", 0, 256, [512], "/nonexistent", progress=False, config=TINY)
 
 
-def test_cli_registers_build_policies(capsys):
-    from opcc_edu.cli import main
+def test_training_leaves_nothing_in_the_temp_dir(tmp_path, monkeypatch):
+    # torch's first optimizer step creates its per-user compile cache (torchinductor_<user>) in
+    # the temp dir, once per process and shared by every later run: take that step first.
+    weight = torch.zeros(1, requires_grad=True)
+    weight.sum().backward()
+    torch.optim.Adam([weight]).step()
+    temp = tmp_path / "system-temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert tempfile.gettempdir() == str(temp)
+    paths = policies.train_ppo("hopper", 0, 512, [256], tmp_path / "run", progress=False, config=TINY)
+    assert len(paths) == 2
+    assert sorted(p.name for p in temp.iterdir()) == []
 
-    with pytest.raises(SystemExit):
-        main(["build", "policies", "--help"])
-    assert "--behavior" in capsys.readouterr().out
+
+def test_build_defaults_to_the_profile_steps_and_describes_its_result(tmp_path):
+    # Candidates come from the schedule of the profile's run (tiny: 20,000 steps) cut at 512.
+    entry = policies.build_behavior_policies(
+        "hopper",
+        stop_step=512,
+        n_checkpoints=4,
+        episodes=1,
+        assets_dir=tmp_path,
+        work_dir=tmp_path / "b",
+        config=TINY,
+        progress=False,
+        profile="tiny",
+    )
+    steps = policies.checkpoint_schedule(get_profile("tiny").policy_train_steps, 4, TINY.rollout_steps)
+    assert [s for s in steps if s < 512] == [0, 256]
+    assert (entry["medium_step"], entry["expert_step"]) == (256, 512)
+    line = policies.describe_behavior_policies(entry)
+    assert line.startswith("hopper: medium ") and "(step 256)" in line and "(step 512)" in line
+    with pytest.raises(ValueError, match="n_checkpoints"):
+        policies.build_behavior_policies("hopper", 512, n_checkpoints=0, assets_dir=tmp_path, config=TINY)
+    with pytest.raises(ValueError, match="env_name"):
+        policies.build_behavior_policies("maze2d-open", 512, assets_dir=tmp_path, config=TINY)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,7 +342,9 @@ def test_cli_registers_build_policies(capsys):
 # ---------------------------------------------------------------------------------------------
 
 SHIPPED = policies.policy_table()
-needs_shipped = pytest.mark.skipif(set(SHIPPED["env"]) != set(ENV_NAMES), reason="query policies not built for every environment")
+needs_shipped = pytest.mark.skipif(
+    set(SHIPPED["env"]) != set(ENV_NAMES), reason="query policies not built for every environment"
+)
 
 
 @needs_shipped
@@ -301,17 +363,31 @@ def test_shipped_levels_differ_clearly(env_name):
 
 
 @needs_shipped
+def test_policy_checksums_are_the_files_digests():
+    from opcc_edu.io import sha256_file
+
+    digests = policies.policy_checksums("maze2d-open")
+    assert set(digests) == {str(level) for level in POLICY_LEVELS}
+    assert digests["3"] == sha256_file(policies.policy_path("maze2d-open", 3))
+    assert policies.policy_checksums("maze2d-open", assets_dir=policies.ASSETS_DIR / "absent") == {}
+
+
+@needs_shipped
 def test_shipped_table_is_honest():
     records = policies.policy_table_records()
     assert "package_versions" in records
     row = next(r for r in records["rows"] if r["env"] == "maze2d-open" and r["level"] == 1)
     assert "command" in row and "train_seed" in row
-    again = policies.evaluate_actor("maze2d-open", policies.load_policy("maze2d-open", 1), episodes=2, seed=row["eval_seed"])
+    again = policies.evaluate_actor(
+        "maze2d-open", policies.load_policy("maze2d-open", 1), episodes=2, seed=row["eval_seed"]
+    )
     assert np.allclose(again, row["returns"][:2], atol=1e-9)
     assert np.mean(row["returns"]) == pytest.approx(row["mean_return"])
 
 
-@pytest.mark.skipif(not (policies.ASSETS_DIR / "behavior" / policies.BEHAVIOR_FILE).exists(), reason="behaviour policies not built")
+@pytest.mark.skipif(
+    not (policies.ASSETS_DIR / "behavior" / policies.BEHAVIOR_FILE).exists(), reason="behaviour policies not built"
+)
 @pytest.mark.parametrize("env_name", LOCOMOTION_NAMES)
 def test_shipped_behavior_policies(env_name):
     info = policies.behavior_info(env_name)

@@ -8,13 +8,18 @@ from opcc_edu import envs
 from opcc_edu.io import CorruptFileError
 from opcc_edu.policies import Actor
 from opcc_edu.queries import (
+    CALLER_POLICIES,
     HORIZONS,
+    QueryRecipe,
     QuerySet,
+    build_and_save_query_set,
     build_query_set,
     gap_threshold,
     load_queries,
+    policy_checksums,
     query_set_path,
     recompute_values,
+    verify_policies,
 )
 
 
@@ -44,7 +49,16 @@ def open_maze_policies():
 
 
 # One small build, used by the fixture and re-run by the determinism test.
-SMALL_BUILD = dict(n_queries=50, seed=3, runs=2, candidates_per_round=200, episodes_per_behavior=2, episode_steps=150, progress=False, command="test")
+SMALL_BUILD = dict(
+    n_queries=50,
+    seed=3,
+    runs=2,
+    candidates_per_round=200,
+    episodes_per_behavior=2,
+    episode_steps=150,
+    progress=False,
+    command="test",
+)
 
 
 @pytest.fixture(scope="module")
@@ -192,14 +206,103 @@ def test_shipped_values_recomputed_with_shipped_policies(name):
     np.testing.assert_allclose(value_b, sample.value_b, rtol=0, atol=1e-6)
 
 
-def test_build_command_writes_a_valid_set(tmp_path, capsys):
-    from opcc_edu.cli import main
-
-    out = tmp_path / "open.npz"
-    argv = ["build", "queries", "maze2d-open", "--n-queries", "20", "--candidates", "200", "--output", str(out), "--no-progress"]
-    assert main(argv) == 0
-    q = QuerySet.load(out)
+def test_build_and_save_writes_a_valid_set(tmp_path):
+    path = build_and_save_query_set("maze2d-open", tmp_path, n_queries=20, candidates_per_round=200, progress=False)
+    assert path == tmp_path / "maze2d-open.npz" and path.with_name("maze2d-open.npz.sha256").exists()
+    q = QuerySet.load(path)
     assert len(q) == 20 and q.horizons == list(HORIZONS)
-    assert q.metadata["command"] == "opcc-edu build queries maze2d-open --seed 0 --n-queries 20 --candidates 200 --max-rounds 20"
+    assert (
+        q.metadata["command"]
+        == "opcc-edu build queries maze2d-open --seed 0 --n-queries 20 --candidates 200 --max-rounds 20"
+    )
+    assert q.metadata["policy_sha256"] == policy_checksums("maze2d-open")
     assert set(q.metadata["policy_sha256"]) == {"1", "2", "3", "4"}
-    assert "maze2d-open: 20 queries" in capsys.readouterr().out
+    assert q.metadata["build_seconds"] >= 0
+    verify_policies(q)
+
+
+# --------------------------------------------------------------------------------------------
+# The recipe's knobs
+# --------------------------------------------------------------------------------------------
+
+
+def test_recipe_object_builds_the_same_set_as_keywords(small_set, open_maze_policies):
+    knobs = {k: v for k, v in SMALL_BUILD.items() if k not in ("seed", "progress", "command")}
+    recipe = QueryRecipe(**knobs)
+    assert recipe.horizons == HORIZONS and recipe.n_queries == 50
+    again = build_query_set("maze2d-open", recipe, seed=3, policies=open_maze_policies, progress=False, command="test")
+    for name in ("state_a", "state_b", "action_b", "policy_a", "horizon", "returns_a", "returns_b"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(small_set, name))
+    assert again.metadata == small_set.metadata
+
+
+def test_recipe_rejects_bad_knobs(open_maze_policies):
+    with pytest.raises(ValueError, match="unknown query recipe field.*n_querys.*valid fields: n_queries"):
+        build_query_set("maze2d-open", n_querys=10, policies=open_maze_policies)
+    with pytest.raises(ValueError, match="candidates_per_round must be an integer >= 2"):
+        QueryRecipe(candidates_per_round=1)
+    with pytest.raises(ValueError, match="horizons must be distinct"):
+        QueryRecipe(horizons=(10, 10))
+    with pytest.raises(ValueError, match="gamma"):
+        QueryRecipe(gamma=1.5)
+    with pytest.raises(ValueError, match="recipe must be a QueryRecipe"):
+        build_query_set("maze2d-open", 50, policies=open_maze_policies)
+
+
+def test_build_reports_horizons_short_of_queries(open_maze_policies):
+    # One round draws at most 16 candidates per cell, far fewer than the 50 each cell needs.
+    with pytest.raises(RuntimeError, match=r"maze2d-open: after 1 rounds .*horizons \[10, 20, 30, 40, 50\] lack"):
+        build_query_set(
+            "maze2d-open",
+            QueryRecipe(
+                n_queries=500, runs=1, candidates_per_round=2, max_rounds=1, episodes_per_behavior=1, episode_steps=20
+            ),
+            policies=open_maze_policies,
+            progress=False,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Policy checksums
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", envs.ENV_NAMES)
+def test_shipped_sets_match_the_shipped_policies(name):
+    q = load_queries(name, verify=False)
+    assert q.metadata["policy_sha256"] == policy_checksums(name)
+    verify_policies(q)  # the shipped files
+    verify_policies(q, dict(q.metadata["policy_sha256"]))  # the same digests, given explicitly
+
+
+def test_tampered_checksums_are_caught():
+    q = load_queries("hopper", verify=False)
+    recorded = q.metadata["policy_sha256"]
+    tampered = dict(recorded, **{"2": "0" * 64})
+    with pytest.raises(ValueError, match=f"hopper: policy level 2 .*{recorded['2']}.*{'0' * 64}"):
+        verify_policies(q, tampered)
+    missing = {k: v for k, v in recorded.items() if k != "4"}
+    with pytest.raises(ValueError, match="hopper: policy level 4 .*<missing>"):
+        verify_policies(q, missing)
+    extra = dict(recorded, **{"5": "f" * 64})
+    with pytest.raises(ValueError, match="policy level 5 .*<none recorded>"):
+        verify_policies(q, extra)
+
+
+def test_load_queries_refuses_a_set_whose_policies_changed(monkeypatch):
+    import opcc_edu.queries.metadata as metadata
+
+    changed = dict(policy_checksums("maze2d-umaze"), **{"1": "a" * 64})
+    monkeypatch.setattr(metadata, "policy_checksums", lambda env_name: changed)
+    with pytest.raises(ValueError, match="maze2d-umaze: policy level 1 .*stale"):
+        load_queries("maze2d-umaze")
+    assert len(load_queries("maze2d-umaze", verify=False)) >= 1500
+
+
+def test_sets_with_caller_policies_are_skipped_and_unrecorded_sets_refused(small_set):
+    assert small_set.metadata["policy_sha256"] == CALLER_POLICIES
+    verify_policies(small_set, {"1": "0" * 64})  # nothing recorded to compare: skipped
+    bare = small_set.select(np.arange(3))
+    bare.metadata = {}
+    with pytest.raises(ValueError, match="maze2d-open: the query set records no policy checksums"):
+        verify_policies(bare)

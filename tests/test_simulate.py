@@ -84,7 +84,7 @@ def test_batch_step_equals_gymnasium_step_bit_for_bit(name):
     sim.reset_to(states)
     np.testing.assert_array_equal(sim.states(), states)
     reference = [envs.make_env(name, seed=0) for _ in states]
-    first = [envs.set_state(env, s) for env, s in zip(reference, states)]
+    first = [envs.set_state(env, s) for env, s in zip(reference, states, strict=True)]
     np.testing.assert_array_equal(sim.observations(), np.array(first))
     alive = np.ones(len(states), dtype=bool)
     checked = 0
@@ -118,7 +118,9 @@ def test_monte_carlo_equals_naive_loop(name):
     first_action[::4] = np.nan  # rows without a first action
     gamma = np.where(np.arange(n) % 2 == 0, 1.0, 0.95)
     # batch_size 4 splits the rows over three simulator batches
-    batched = monte_carlo_returns(name, states, policies, index, horizon, first_action, gamma, progress=False, batch_size=4)
+    batched = monte_carlo_returns(
+        name, states, policies, index, horizon, first_action, gamma, progress=False, batch_size=4
+    )
     naive = naive_returns(name, states, policies, index, horizon, first_action, gamma)
     assert batched.shape == (n, 1)
     np.testing.assert_array_equal(batched[:, 0], naive)
@@ -159,8 +161,9 @@ def test_runs_deterministic_and_noisy():
     assert exact.shape == (4, 3) and np.all(exact == exact[:, :1])
     states_h = visited_states("halfcheetah", 4, seed=6)
     policies_h = untrained_policies("halfcheetah")
-    a = monte_carlo_returns("halfcheetah", states_h, policies_h, index, 20, runs=3, seed=1, progress=False, action_noise=0.3)
-    b = monte_carlo_returns("halfcheetah", states_h, policies_h, index, 20, runs=3, seed=1, progress=False, action_noise=0.3)
+    noisy = dict(runs=3, seed=1, progress=False, action_noise=0.3)
+    a = monte_carlo_returns("halfcheetah", states_h, policies_h, index, 20, **noisy)
+    b = monte_carlo_returns("halfcheetah", states_h, policies_h, index, 20, **noisy)
     np.testing.assert_array_equal(a, b)
     assert np.all(np.ptp(a, axis=1) > 0)
 

@@ -71,6 +71,7 @@ def load_dataset(
     size: int | None = None,
     seed: int = 0,
     progress: bool = True,
+    cache: bool = True,
 ) -> dict[str, np.ndarray]:
     """A named offline dataset of an environment, generated on first use and then cached.
 
@@ -83,6 +84,8 @@ def load_dataset(
             recipe (so ``"1k"`` always has at most 1000).
         seed: random seed of the data (medium-replay has none and ignores it).
         progress: show a tqdm progress bar while generating.
+        cache: read and write the cache (``False`` always generates and writes nothing, not
+            even the cache folder).
 
     Returns:
         D4RL's dict: ``observations`` (T, D), ``actions`` (T, A), ``rewards`` (T,),
@@ -100,10 +103,12 @@ def load_dataset(
         seed = 0
     if recipe.method == "mixture":
         parts = [
-            load_dataset(env_name, part, n, seed, progress)
-            for part, n in zip(recipe.parts, mixture_sizes(size, len(recipe.parts)))
+            load_dataset(env_name, part, n, seed, progress, cache)
+            for part, n in zip(recipe.parts, mixture_sizes(size, len(recipe.parts)), strict=True)
         ]
         return concatenate_datasets(parts)
+    if not cache:
+        return generate_dataset(env_name, recipe.name, size, seed, progress)
     stream = stream_id(recipe, seed)
     path = cache_path(recipe, seed, size, stream)
     data = read_cached(path, env_name, size, stream)
@@ -148,13 +153,6 @@ def info_lines() -> list[str]:
     return lines
 
 
-def add_build_parser(subparsers) -> None:
-    """Register ``opcc-edu build datasets ENV [NAME]``."""
-    from .cli import add_build_parser as _add
-
-    _add(subparsers)
-
-
 __all__ = [
     "DATA_FORMAT_VERSION",
     "DATASET_NAMES",
@@ -163,7 +161,6 @@ __all__ = [
     "CoverageResult",
     "DatasetRecipe",
     "DatasetSummary",
-    "add_build_parser",
     "cache_path",
     "clear_cache",
     "concatenate_datasets",

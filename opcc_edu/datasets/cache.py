@@ -6,9 +6,11 @@ dataset named ``<name>__seed<seed>__n<size>__<stream id>.npz``. The stream id ha
 recipe's parameters, the seed, the data-format version and, for policy data, the behaviour
 weights, so a changed recipe or retrained policy never reuses stale data.
 
-Files are written with :func:`opcc_edu.io.save_npz` (temporary file + rename, SHA-256 sidecar).
-A file that fails its checksum, cannot be parsed, or does not hold what its name promises is
-deleted and regenerated -- never used.
+Files are written with :func:`opcc_edu.io.save_npz` (temporary file + rename, SHA-256 sidecar
+committed first; temporary files of killed writers are removed by the next write in the
+folder). A file without a valid checksum (a missing sidecar included), that cannot be parsed,
+or that does not hold what its name promises is deleted and regenerated, with a warning --
+never used. ``load_dataset(..., cache=False)`` neither reads nor writes this cache.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io import CorruptFileError, load_npz, save_npz
+from ..io import CorruptFileError, load_npz, remove_stale_temp_files, save_npz
 from ..utils import cache_dir
 from .format import summarize_dataset, take_prefix, validate_dataset
 from .recipes import DATA_FORMAT_VERSION, DatasetRecipe
@@ -165,6 +167,9 @@ def list_cached(env_name: str | None = None) -> list[CachedDataset]:
 def clear_cache(env_name: str | None = None) -> int:
     """Delete cached datasets (of one environment, if given), leftover temporary files included.
 
+    Temporary files of writers that are still running are kept
+    (:func:`opcc_edu.io.remove_stale_temp_files`).
+
     Returns:
         Number of dataset files removed.
     """
@@ -177,6 +182,5 @@ def clear_cache(env_name: str | None = None) -> int:
         for path in folder.glob("*.npz"):
             _remove(path)
             removed += 1
-        for tmp in folder.glob(".*.tmp"):
-            tmp.unlink(missing_ok=True)
+        remove_stale_temp_files(folder)
     return removed

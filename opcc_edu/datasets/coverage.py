@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..envs import get_spec
 from ..utils import check_choice
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
 
 NORMALIZATIONS = ("standard", "range", "none")
 NEAREST_METHODS = ("auto", "kdtree", "brute")
@@ -98,7 +102,9 @@ def normalizer(points: np.ndarray, normalize: str = "standard") -> tuple[np.ndar
     return center, scale
 
 
-def _brute_force_nearest(queries: np.ndarray, points: np.ndarray, block_bytes: int = 64 * 2**20) -> tuple[np.ndarray, np.ndarray]:
+def _brute_force_nearest(
+    queries: np.ndarray, points: np.ndarray, block_bytes: int = 64 * 2**20
+) -> tuple[np.ndarray, np.ndarray]:
     # ||q - p||^2 = ||q||^2 - 2 q.p + ||p||^2: one matrix product per block of queries, blocks
     # sized so that the (block, T) distance matrix stays within `block_bytes`.
     chunk = max(1, block_bytes // (8 * max(1, len(points))))
@@ -223,7 +229,9 @@ def pooled_dataset(datasets: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str
     }
 
 
-def coverage_table(queries: QueryLike, datasets: Mapping[str, Mapping[str, np.ndarray]], normalize: str = "standard"):
+def coverage_table(
+    queries: QueryLike, datasets: Mapping[str, Mapping[str, np.ndarray]], normalize: str = "standard"
+) -> pd.DataFrame:
     """One row per dataset: size and summary of the query distances (a pandas DataFrame).
 
     Distances are measured in the units of the pooled datasets, so rows are comparable.
@@ -239,28 +247,12 @@ def coverage_table(queries: QueryLike, datasets: Mapping[str, Mapping[str, np.nd
 
 
 def plot_query_distances(
-    results: CoverageResult | Mapping[str, CoverageResult], ax: Any = None, bins: int = 40, log: bool = False
-):
-    """Histogram of :attr:`CoverageResult.distance` per dataset (step outlines share the bins)."""
-    import matplotlib.pyplot as plt
+    results: CoverageResult | Mapping[str, CoverageResult], ax: Axes | None = None, bins: int = 40, log: bool = False
+) -> Axes:
+    """Histogram of query distances per dataset; see :func:`opcc_edu.plotting.plot_query_distances`."""
+    from ..plotting.data import plot_query_distances as plot
 
-    if isinstance(results, CoverageResult):
-        results = {"dataset": results}
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.5))
-    values = [r.distance for r in results.values()]
-    hi = max(float(v.max()) for v in values) if values else 1.0
-    edges = np.geomspace(max(1e-3, min(float(v[v > 0].min()) for v in values if (v > 0).any())), hi, bins + 1) if log else np.linspace(0.0, hi, bins + 1)
-    for name, r in results.items():
-        ax.hist(r.distance, bins=edges, histtype="step", linewidth=1.5, label=f"{name} (median {np.median(r.distance):.2f})")
-    if log:
-        ax.set_xscale("log")
-    normalize = next(iter(results.values())).normalize if results else "standard"
-    unit = {"standard": "standardised units", "range": "range units", "none": "raw units"}[normalize]
-    ax.set_xlabel(f"query-to-dataset distance ({unit})")
-    ax.set_ylabel("queries (count)")
-    ax.legend(fontsize="small")
-    return ax
+    return plot(results, ax=ax, bins=bins, log=log)
 
 
 def visitation_histogram(
@@ -287,55 +279,18 @@ def visitation_histogram(
     return counts[::-1], (x0, x1, y0, y1)
 
 
-def _draw_walls(env_name: str, ax) -> None:
-    try:
-        from ..plotting import draw_maze
-    except ImportError:
-        draw_maze = None
-    if draw_maze is not None:
-        draw_maze(env_name, ax=ax)
-        return
-    from matplotlib.patches import Rectangle
-
-    from .maze import MazeGeometry
-
-    spec = get_spec(env_name)
-    geometry = MazeGeometry(spec.maze_map)
-    for r, row in enumerate(spec.maze_map):
-        for c, wall in enumerate(row):
-            if wall:
-                x, y = geometry.cell_center(np.array([r, c]))
-                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1.0, 1.0, color="0.25", zorder=3))
-    x0, x1, y0, y1 = geometry.extent()
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
-    ax.set_aspect("equal")
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
-
-
 def plot_maze_visitation(
-    data: Mapping[str, np.ndarray], env_name: str, ax: Any = None, bins_per_cell: int = 8, log: bool = True
-):
-    """Heat map of where a maze dataset's ball has been, over the maze's walls."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
+    data: Mapping[str, np.ndarray], env_name: str, ax: Axes | None = None, bins_per_cell: int = 8, log: bool = True
+) -> Axes:
+    """Heat map of a maze dataset's positions; see :func:`opcc_edu.plotting.plot_maze_visitation`."""
+    from ..plotting.data import plot_maze_visitation as plot
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4))
-    counts, extent = visitation_histogram(data, env_name, bins_per_cell)
-    # The maze goes underneath; unvisited bins are masked, so walls and empty floor show through.
-    _draw_walls(env_name, ax)
-    shown = np.ma.masked_equal(counts, 0)
-    norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max()))) if log else None
-    image = ax.imshow(shown, extent=extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
-    ax.set_xlim(extent[0], extent[1])
-    ax.set_ylim(extent[2], extent[3])
-    ax.figure.colorbar(image, ax=ax, label="visits per bin (count)")
-    return ax
+    return plot(data, env_name, ax=ax, bins_per_cell=bins_per_cell, log=log)
 
 
-def principal_components(datasets: Mapping[str, Mapping[str, np.ndarray]], n_components: int = 2) -> dict[str, np.ndarray]:
+def principal_components(
+    datasets: Mapping[str, Mapping[str, np.ndarray]], n_components: int = 2
+) -> dict[str, np.ndarray]:
     """Project every dataset's standardised observations on the principal axes of all of them.
 
     Returns:
@@ -347,23 +302,15 @@ def principal_components(datasets: Mapping[str, Mapping[str, np.ndarray]], n_com
     _, _, vt = np.linalg.svd(z - z.mean(axis=0), full_matrices=False)
     basis = vt[:n_components].T
     return {
-        name: ((np.asarray(d["observations"], dtype=np.float64) - center) / scale) @ basis for name, d in datasets.items()
+        name: ((np.asarray(d["observations"], dtype=np.float64) - center) / scale) @ basis
+        for name, d in datasets.items()
     }
 
 
 def plot_state_visitation(
-    datasets: Mapping[str, Mapping[str, np.ndarray]], ax: Any = None, max_points: int = 5000, seed: int = 0
-):
-    """Scatter of observations of several datasets on their shared first two principal components."""
-    import matplotlib.pyplot as plt
+    datasets: Mapping[str, Mapping[str, np.ndarray]], ax: Axes | None = None, max_points: int = 5000, seed: int = 0
+) -> Axes:
+    """Observations on shared principal components; see :func:`opcc_edu.plotting.plot_state_visitation`."""
+    from ..plotting.data import plot_state_visitation as plot
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5.5, 4.5))
-    rng = np.random.default_rng(seed)
-    for name, proj in principal_components(datasets).items():
-        take = rng.choice(len(proj), size=min(max_points, len(proj)), replace=False)
-        ax.scatter(proj[take, 0], proj[take, 1], s=2, alpha=0.4, label=name)
-    ax.set_xlabel("principal component 1 (standardised units)")
-    ax.set_ylabel("principal component 2 (standardised units)")
-    ax.legend(markerscale=5, fontsize="small")
-    return ax
+    return plot(datasets, ax=ax, max_points=max_points, seed=seed)

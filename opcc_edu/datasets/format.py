@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -127,8 +126,7 @@ def validate_dataset(
             raise ValueError(f"dataset[{key!r}] must have dtype float32, got {np.asarray(data[key]).dtype}")
     if np.asarray(data["next_observations"]).shape != obs.shape:
         raise ValueError(
-            f"next_observations has shape {np.asarray(data['next_observations']).shape}, "
-            f"observations has {obs.shape}"
+            f"next_observations has shape {np.asarray(data['next_observations']).shape}, observations has {obs.shape}"
         )
     actions = np.asarray(data["actions"])
     if actions.ndim != 2:
@@ -165,7 +163,7 @@ def episode_slices(data: Mapping[str, np.ndarray]) -> list[slice]:
     """``slice`` objects of every episode, in order."""
     ends = episode_ends(data)
     starts = np.concatenate([[0], ends[:-1]]) if ends.size else ends
-    return [slice(int(s), int(e)) for s, e in zip(starts, ends)]
+    return [slice(int(s), int(e)) for s, e in zip(starts, ends, strict=False)]
 
 
 def iterate_episodes(data: Mapping[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
@@ -248,8 +246,3 @@ def concatenate_datasets(parts: Sequence[Mapping[str, np.ndarray]]) -> dict[str,
         if offset and not out["terminals"][offset - 1]:
             out["timeouts"][offset - 1] = True
     return out
-
-
-def describe_keys(data: Mapping[str, Any]) -> list[str]:
-    """One line per key: name, shape and dtype (for printing)."""
-    return [f"{key:<20} {str(np.asarray(v).shape):<14} {np.asarray(v).dtype}" for key, v in data.items()]

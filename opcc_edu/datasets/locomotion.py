@@ -16,12 +16,14 @@ format: each episode contiguous, ended by a terminal (the environment terminated
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import numpy as np
 
 from ..envs import get_spec, mujoco_handles
 from ..utils import check_positive_int
+from .format import REQUIRED_KEYS
 
 Policy = Callable[..., object]
 """A behaviour policy: ``policy(obs (B, D) float32 tensor) -> actions (B, A)`` in [-1, 1]."""
@@ -86,7 +88,7 @@ class EpisodeAssembler:
         return data
 
 
-_ORDER = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts", "infos/qpos", "infos/qvel")
+_ORDER = (*REQUIRED_KEYS, "infos/qpos", "infos/qvel")
 
 
 def _ordered(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -137,7 +139,7 @@ def generate_policy_dataset(
     rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), int(salt), k])) for k in range(n_streams)]
     envs = [make_env(env_name) for _ in range(n_streams)]
     handles = [mujoco_handles(env) for env in envs]
-    obs = np.stack([env.reset(seed=int(rng.integers(2**31)))[0] for env, rng in zip(envs, rngs)])
+    obs = np.stack([env.reset(seed=int(rng.integers(2**31)))[0] for env, rng in zip(envs, rngs, strict=False)])
     nq, nv = handles[0][0].nq, handles[0][0].nv
     assembler = EpisodeAssembler(
         n_streams,
@@ -198,7 +200,7 @@ def generate_replay_dataset(
     size: int,
     train_args: dict,
     progress: bool = True,
-    work_dir=None,
+    work_dir: str | os.PathLike | None = None,
 ) -> dict[str, np.ndarray]:
     """*medium-replay*: every transition of the behaviour training run, up to ``size`` of them.
 
@@ -232,7 +234,12 @@ def generate_replay_dataset(
         n_envs,
         # train_ppo rounds its length up to whole rollouts.
         math.ceil(size / config.rollout_steps) * config.n_steps,
-        {"observations": (spec.obs_dim,), "actions": (spec.act_dim,), "rewards": (), "next_observations": (spec.obs_dim,)},
+        {
+            "observations": (spec.obs_dim,),
+            "actions": (spec.act_dim,),
+            "rewards": (),
+            "next_observations": (spec.obs_dim,),
+        },
     )
 
     def record(obs, action, reward, next_obs, terminated, truncated) -> None:
@@ -243,7 +250,9 @@ def generate_replay_dataset(
                 truncated,
             )
 
-    args = {key: value for key, value in train_args.items() if key not in ("total_steps", "checkpoint_steps", "out_dir")}
+    args = {
+        key: value for key, value in train_args.items() if key not in ("total_steps", "checkpoint_steps", "out_dir")
+    }
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         train_ppo(
             **args,

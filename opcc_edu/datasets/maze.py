@@ -23,25 +23,29 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..envs import get_spec
 from ..utils import check_positive_int
 
+MazeMap = Sequence[Sequence[int]]
+"""A maze layout: rows of cells, 1 = wall, 0 = free (:attr:`opcc_edu.envs.EnvSpec.maze_map`)."""
+
 # Grid moves in a fixed order, so that ties between equally short paths break the same way
 # on every machine: up, down, left, right in (row, column) steps.
 _MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)], dtype=np.int64)
 
 
-def free_cells(maze_map) -> np.ndarray:
+def free_cells(maze_map: MazeMap) -> np.ndarray:
     """(row, column) of every free cell in row-major order: int64 array (F, 2)."""
     layout = np.asarray(maze_map)
     rows, cols = np.nonzero(layout == 0)
     return np.stack([rows, cols], axis=1).astype(np.int64)
 
 
-def grid_distances(maze_map, goal_cell) -> np.ndarray:
+def grid_distances(maze_map: MazeMap, goal_cell: tuple[int, int]) -> np.ndarray:
     """Breadth-first-search distance (in cells) from every cell to ``goal_cell``.
 
     Args:
@@ -68,7 +72,7 @@ def grid_distances(maze_map, goal_cell) -> np.ndarray:
     return dist
 
 
-def next_cell_table(maze_map) -> np.ndarray:
+def next_cell_table(maze_map: MazeMap) -> np.ndarray:
     """The first step of a shortest path for every (goal, current) pair of free cells.
 
     Returns:
@@ -228,7 +232,7 @@ def generate_maze_dataset(
     """
     from tqdm.auto import tqdm
 
-    from ..envs import _core, make_env
+    from ..envs import make_env, simulator_core
 
     spec = get_spec(env_name)
     if not spec.is_maze:
@@ -244,10 +248,12 @@ def generate_maze_dataset(
     last_active = math.ceil((size - (rounds - 1) * n_streams * horizon) / horizon)
 
     rngs = [np.random.default_rng(np.random.SeedSequence([int(seed), k])) for k in range(n_streams)]
-    envs = [_core(make_env(env_name)) for _ in range(n_streams)]
-    obs = np.stack([env.reset(seed=int(rng.integers(2**31)))[0] for env, rng in zip(envs, rngs)])
+    envs = [simulator_core(make_env(env_name)) for _ in range(n_streams)]
+    obs = np.stack([env.reset(seed=int(rng.integers(2**31)))[0] for env, rng in zip(envs, rngs, strict=False)])
     start = controller.cell_index(obs[:, :2])
-    goal = np.array([_new_goal(rng, controller.n_cells, int(c)) for rng, c in zip(rngs, start)], dtype=np.int64)
+    goal = np.array(
+        [_new_goal(rng, controller.n_cells, int(c)) for rng, c in zip(rngs, start, strict=False)], dtype=np.int64
+    )
 
     shape = (rounds, n_streams, horizon)
     buf = {

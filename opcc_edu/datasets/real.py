@@ -111,7 +111,9 @@ def d4rl_maze_to_env_frame(data: Mapping[str, np.ndarray], env_name: str) -> dic
         out["infos/qpos"], out["infos/qvel"] = state[:, :2], state[:, 2:]
     if "infos/goal" in out:
         goal = np.asarray(out["infos/goal"])
-        out["infos/goal"] = np.stack([goal[:, 1] + 0.5 - w / 2.0, h / 2.0 - goal[:, 0] - 0.5], axis=1).astype(goal.dtype)
+        out["infos/goal"] = np.stack([goal[:, 1] + 0.5 - w / 2.0, h / 2.0 - goal[:, 0] - 0.5], axis=1).astype(
+            goal.dtype
+        )
     return out
 
 

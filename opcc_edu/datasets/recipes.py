@@ -39,9 +39,7 @@ DATASET_NAMES: dict[str, tuple[str, ...]] = {
 }
 """Dataset names per environment kind (:attr:`opcc_edu.envs.EnvSpec.kind`)."""
 
-DEFAULT_DATASET: dict[str, str] = {
-    name: ("1m" if get_spec(name).is_maze else "medium") for name in ENV_NAMES
-}
+DEFAULT_DATASET: dict[str, str] = {name: ("1m" if get_spec(name).is_maze else "medium") for name in ENV_NAMES}
 """The dataset each environment uses when none is named (the paper's maze data is "1m")."""
 
 MAZE_SIZES: dict[str, int] = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1m": 1_000_000}
@@ -129,7 +127,9 @@ def get_recipe(env_name: str, name: str) -> DatasetRecipe:
             salt=1 if name == "medium" else 2,
         )
     if name == "medium-replay":
-        return DatasetRecipe(env_name, name, "replay", None, "every transition of the behaviour run up to the medium policy")
+        return DatasetRecipe(
+            env_name, name, "replay", None, "every transition of the behaviour run up to the medium policy"
+        )
     return DatasetRecipe(
         env_name, name, "mixture", 2 * D4RL_SIZE, "medium followed by expert, half each", parts=("medium", "expert")
     )
@@ -249,6 +249,7 @@ def generate_dataset(
         # The record of one training run: the behaviour run's own seed fixes it, `seed` does not.
         return generate_replay_dataset(env_name, size, behavior_train_args(env_name), progress=progress)
     parts = [
-        generate_dataset(env_name, part, n, seed, progress) for part, n in zip(recipe.parts, mixture_sizes(size, len(recipe.parts)))
+        generate_dataset(env_name, part, n, seed, progress)
+        for part, n in zip(recipe.parts, mixture_sizes(size, len(recipe.parts)), strict=False)
     ]
     return concatenate_datasets(parts)

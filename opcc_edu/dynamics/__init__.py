@@ -5,46 +5,60 @@ from an offline dataset and simulate each policy inside every member. This packa
 all M members in stacked tensors (weights of shape (M, in, out)) so that training and
 rollouts never loop over members in Python:
 
+* :mod:`~opcc_edu.dynamics.spec` -- :class:`ModelSpec` and the valid choices (no torch).
 * :mod:`~opcc_edu.dynamics.layers` -- :class:`EnsembleLinear`, :class:`EnsembleMLP`.
-* :mod:`~opcc_edu.dynamics.models` -- :class:`ModelSpec`, :class:`FeedForwardEnsemble`,
+* :mod:`~opcc_edu.dynamics.models` -- :class:`FeedForwardEnsemble`,
   :class:`AutoregressiveEnsemble`, :func:`build_ensemble`, :func:`save_ensemble`,
   :func:`load_ensemble`.
 * :mod:`~opcc_edu.dynamics.training` -- :func:`train_dynamics`, :func:`bootstrap_indices`.
 * :mod:`~opcc_edu.dynamics.rollout` -- :func:`rollout_values`.
+* :mod:`~opcc_edu.dynamics.memory` -- up-front memory estimates and checks (no torch).
+
+Only :mod:`~opcc_edu.dynamics.spec` is imported with the package; everything else (and
+torch) on first use, so that a configuration can be validated without torch.
 """
 
-from .layers import EnsembleLinear, EnsembleMLP
-from .models import (
-    MODEL_TYPES,
-    TERMINATION_MODES,
-    AutoregressiveEnsemble,
-    DynamicsEnsemble,
-    FeedForwardEnsemble,
-    ModelSpec,
-    build_ensemble,
-    load_ensemble,
-    save_ensemble,
-)
-from .rollout import RolloutPlan, rollout_values
-from .training import TrainHistory, bootstrap_indices, train_dynamics, transition_arrays, validation_mse
+from __future__ import annotations
 
-__all__ = [
-    "EnsembleLinear",
-    "EnsembleMLP",
-    "MODEL_TYPES",
-    "TERMINATION_MODES",
-    "AutoregressiveEnsemble",
-    "DynamicsEnsemble",
-    "FeedForwardEnsemble",
-    "ModelSpec",
-    "build_ensemble",
-    "load_ensemble",
-    "save_ensemble",
-    "RolloutPlan",
-    "rollout_values",
-    "TrainHistory",
-    "bootstrap_indices",
-    "train_dynamics",
-    "transition_arrays",
-    "validation_mse",
-]
+import importlib
+from typing import Any
+
+from .spec import ACTIVATION_NAMES, MODEL_TYPES, TERMINATION_MODES, ModelSpec
+
+_LAZY: dict[str, str] = {
+    "EnsembleLinear": "layers",
+    "EnsembleMLP": "layers",
+    "AutoregressiveEnsemble": "models",
+    "DynamicsEnsemble": "models",
+    "FeedForwardEnsemble": "models",
+    "build_ensemble": "models",
+    "load_ensemble": "models",
+    "save_ensemble": "models",
+    "RolloutPlan": "rollout",
+    "rollout_values": "rollout",
+    "TrainHistory": "training",
+    "bootstrap_indices": "training",
+    "train_dynamics": "training",
+    "transition_arrays": "training",
+    "validation_mse": "training",
+    "InsufficientMemoryError": "memory",
+    "check_memory": "memory",
+    "rollout_bytes": "memory",
+    "training_bytes": "memory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opcc_edu.dynamics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["ACTIVATION_NAMES", "MODEL_TYPES", "TERMINATION_MODES", "ModelSpec", *_LAZY]

@@ -17,9 +17,11 @@ import torch
 from torch import nn
 
 from ..utils import check_positive_int
+from .spec import ACTIVATION_NAMES
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"silu": nn.SiLU, "relu": nn.ReLU, "tanh": nn.Tanh}
-"""Hidden activations by name (MBPO uses SiLU, also called swish)."""
+_ACTIVATION_MODULES: dict[str, type[nn.Module]] = {"silu": nn.SiLU, "relu": nn.ReLU, "tanh": nn.Tanh}
+ACTIVATIONS: dict[str, type[nn.Module]] = {name: _ACTIVATION_MODULES[name] for name in ACTIVATION_NAMES}
+"""Hidden activations by name (:data:`~opcc_edu.dynamics.spec.ACTIVATION_NAMES`)."""
 
 
 class EnsembleLinear(nn.Module):
@@ -165,7 +167,8 @@ class EnsembleMLP(nn.Module):
         self.hidden_sizes = hidden_sizes
         self.activation = activation
         self.layers = nn.ModuleList(
-            EnsembleLinear(ensemble_size, a, b, generator=generator, init=init) for a, b in zip(sizes[:-1], sizes[1:])
+            EnsembleLinear(ensemble_size, a, b, generator=generator, init=init)
+            for a, b in zip(sizes[:-1], sizes[1:], strict=True)
         )
         self._act = ACTIVATIONS[activation]()
 

@@ -32,76 +32,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..io import load_tensors, save_tensors
-from ..utils import check_choice, check_positive_int, dataclass_from_dict
-from .layers import ACTIVATIONS, EnsembleMLP
-
-MODEL_TYPES: tuple[str, ...] = ("ff", "ar")
-"""Base models: feed-forward Gaussian (``"ff"``) or autoregressive (``"ar"``)."""
-TERMINATION_MODES: tuple[str, ...] = ("predefined", "learned", "none")
-"""How model rollouts decide termination: the environment's predefined function
-(:func:`opcc_edu.envs.termination_fn`), a learned classifier head, or never."""
+from .layers import EnsembleMLP
+from .spec import ModelSpec
 
 LOGVAR_MAX_INIT = 0.5
 LOGVAR_MIN_INIT = -10.0
 LOGVAR_BOUND_PENALTY = 0.01
 """Weight of the penalty that keeps the learned log-variance bounds tight (PETS/MBPO)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """Everything needed to rebuild an ensemble's architecture (saved next to its weights)."""
-
-    env_name: str
-    """Environment the model imitates (selects the predefined termination function)."""
-    obs_dim: int
-    """Observation size D."""
-    act_dim: int
-    """Action size A."""
-    ensemble_size: int
-    """Members M."""
-    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
-    """Hidden widths of every member (MBPO: four layers of 200)."""
-    model_type: str = "ff"
-    """``"ff"`` (feed-forward Gaussian) or ``"ar"`` (autoregressive)."""
-    stochastic: bool = False
-    """Sample next observations and rewards (Gaussian) instead of using the mean."""
-    prior_scale: float = 0.0
-    """Scale of the randomized constant prior added to the output; 0 disables it."""
-    normalize: bool = True
-    """Standardise the inputs ``concat(obs, action)`` with dataset statistics."""
-    clip: bool = True
-    """Clip predicted observations and rewards to the dataset's bounds."""
-    termination: str = "predefined"
-    """``"predefined"``, ``"learned"`` or ``"none"`` (see :data:`TERMINATION_MODES`)."""
-    activation: str = "silu"
-    """Hidden activation (MBPO: SiLU)."""
-
-    def __post_init__(self) -> None:
-        check_positive_int(self.obs_dim, "obs_dim")
-        check_positive_int(self.act_dim, "act_dim")
-        check_positive_int(self.ensemble_size, "ensemble_size")
-        check_choice(self.model_type, MODEL_TYPES, "model_type")
-        check_choice(self.termination, TERMINATION_MODES, "termination")
-        check_choice(self.activation, ACTIVATIONS, "activation")
-        if not self.hidden_sizes:
-            raise ValueError("hidden_sizes must name at least one hidden layer, got ()")
-        for h in self.hidden_sizes:
-            check_positive_int(h, "hidden_sizes entry")
-        if not np.isfinite(self.prior_scale) or self.prior_scale < 0:
-            raise ValueError(f"prior_scale must be a finite number >= 0, got {self.prior_scale!r}")
-        object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
-
-    @property
-    def target_dim(self) -> int:
-        """K = D + 1: observation change and reward."""
-        return self.obs_dim + 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        return dataclass_from_dict(cls, data)
 
 
 class DynamicsEnsemble(nn.Module):
@@ -115,7 +52,12 @@ class DynamicsEnsemble(nn.Module):
     _MEMBER_PREFIXES: tuple[str, ...] = ("net.", "prior.", "max_logvar", "min_logvar")
 
     def __init__(
-        self, spec: ModelSpec, in_features: int, out_features: int, generator: torch.Generator | None = None, init: bool = True
+        self,
+        spec: ModelSpec,
+        in_features: int,
+        out_features: int,
+        generator: torch.Generator | None = None,
+        init: bool = True,
     ):
         super().__init__()
         self.spec = spec
@@ -177,7 +119,10 @@ class DynamicsEnsemble(nn.Module):
             next_observations: (T, D).
             rewards: (T,).
         """
-        obs, act, nxt, rew = (torch.as_tensor(np.asarray(x), dtype=torch.float64) for x in (observations, actions, next_observations, rewards))
+        obs, act, nxt, rew = (
+            torch.as_tensor(np.asarray(x), dtype=torch.float64)
+            for x in (observations, actions, next_observations, rewards)
+        )
         inputs = torch.cat([obs, act], dim=-1)
         targets = torch.cat([nxt - obs, rew[:, None]], dim=-1)
         with torch.no_grad():
@@ -262,7 +207,9 @@ class DynamicsEnsemble(nn.Module):
         the mean) and the termination logit (or None)."""
         raise NotImplementedError
 
-    def loss(self, obs, act, target, terminal):  # pragma: no cover - abstract
+    def loss(
+        self, obs: torch.Tensor, act: torch.Tensor, target: torch.Tensor, terminal: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def flops_per_step(self) -> int:
@@ -279,7 +226,11 @@ class DynamicsEnsemble(nn.Module):
         ensemble are an ensemble of size m: one 100-member training run serves every
         ensemble size up to 100.
         """
-        index = torch.arange(self.ensemble_size)[members] if isinstance(members, slice) else torch.as_tensor(list(members), dtype=torch.long)
+        index = (
+            torch.arange(self.ensemble_size)[members]
+            if isinstance(members, slice)
+            else torch.as_tensor(list(members), dtype=torch.long)
+        )
         if index.numel() == 0 or int(index.min()) < 0 or int(index.max()) >= self.ensemble_size:
             raise ValueError(f"members must select at least one of the {self.ensemble_size} members, got {members!r}")
         spec = dataclasses.replace(self.spec, ensemble_size=int(index.numel()))
@@ -306,11 +257,11 @@ class FeedForwardEnsemble(DynamicsEnsemble):
     """
 
     def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True):
-        k = spec.target_dim
-        out = k * (2 if spec.stochastic else 1) + (1 if spec.termination == "learned" else 0)
-        super().__init__(spec, spec.obs_dim + spec.act_dim, out, generator, init)
+        super().__init__(spec, spec.in_features, spec.out_features, generator, init)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    def forward(
+        self, obs: torch.Tensor, act: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Standardised prediction.
 
         Args:
@@ -377,10 +328,8 @@ class AutoregressiveEnsemble(DynamicsEnsemble):
     """
 
     def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True):
-        k = spec.target_dim
-        out = (2 if spec.stochastic else 1) + (1 if spec.termination == "learned" else 0)
-        super().__init__(spec, spec.obs_dim + spec.act_dim + 2 * k, out, generator, init)
-        self.register_buffer("_eye", torch.eye(k), persistent=False)
+        super().__init__(spec, spec.in_features, spec.out_features, generator, init)
+        self.register_buffer("_eye", torch.eye(spec.target_dim), persistent=False)
 
     def _conditioned(self, base: torch.Tensor, prev: torch.Tensor, dim: torch.Tensor) -> torch.Tensor:
         """Network input for target dimensions ``dim`` (M, B) long given earlier values ``prev``."""

@@ -31,12 +31,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..utils import check_positive_int, get_device
+from .memory import check_memory, rollout_bytes
+
+if TYPE_CHECKING:
+    from .models import DynamicsEnsemble
 
 DEFAULT_CPU_BUDGET = 16 * 2**20
 """Bytes of activations per chunk on a CPU: small enough to stay in the cache hierarchy."""
@@ -61,7 +65,7 @@ class RolloutPlan:
 
 
 def rollout_values(
-    model,
+    model: DynamicsEnsemble,
     policies: Sequence[Callable[[torch.Tensor], torch.Tensor]],
     obs: np.ndarray,
     policy_index: np.ndarray,
@@ -111,6 +115,11 @@ def rollout_values(
 
     Returns:
         (B, M, R) float64 values (and the plan when ``return_plan``).
+
+    Raises:
+        InsufficientMemoryError: the (B, M, R) values (or a chunk of ``chunk_rows``) clearly
+            cannot fit the free memory; checked before anything is allocated
+            (:mod:`opcc_edu.dynamics.memory`).
     """
     from tqdm.auto import tqdm
 
@@ -119,40 +128,17 @@ def rollout_values(
         raise ValueError(f"model is on {model.device} but device={device}; move the model with .to(device) first")
     runs = check_positive_int(runs, "runs")
     m, d, a = model.ensemble_size, model.obs_dim, model.act_dim
-    obs = np.asarray(obs, dtype=np.float32)
+    obs, policy_index, horizon, first_action, gamma = _rollout_inputs(
+        obs, policy_index, horizon, first_action, gamma, len(policies), d, a
+    )
     b = len(obs)
-    if obs.ndim != 2 or obs.shape[1] != d:
-        raise ValueError(f"obs must have shape (B, D={d}), got {obs.shape}")
-    policy_index = np.asarray(policy_index, dtype=np.int64).reshape(-1)
-    horizon = np.asarray(horizon, dtype=np.int64).reshape(-1)
-    gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (b,)).copy()
-    if len(policy_index) != b or len(horizon) != b:
-        raise ValueError(f"policy_index {policy_index.shape} and horizon {horizon.shape} must have shape (B={b},)")
     if b == 0:
         empty = np.zeros((0, m, runs))
         return (empty, RolloutPlan(0, (), 0, m)) if return_plan else empty
-    if len(policies) == 0 or policy_index.min() < 0 or policy_index.max() >= len(policies):
-        raise ValueError(f"policy_index must lie in [0, {len(policies)}) (one per policy), got range [{policy_index.min()}, {policy_index.max()}]")
-    if horizon.min() < 1:
-        raise ValueError(f"horizon must be >= 1 for every row, got minimum {horizon.min()}")
-    if first_action is not None:
-        first_action = np.asarray(first_action, dtype=np.float32)
-        if first_action.shape != (b, a):
-            raise ValueError(f"first_action must have shape (B={b}, A={a}), got {first_action.shape}")
+    _check_rollout_memory(m, b, runs, d, a, chunk_rows, device)
 
-    # --- dedupe: one rollout per distinct start row, run to the largest horizon asked of it
-    parts = [obs.astype(np.float64), policy_index[:, None].astype(np.float64), gamma[:, None]]
-    if first_action is not None:
-        parts.insert(1, first_action.astype(np.float64))
-    keys = np.concatenate(parts, axis=1)
-    if dedupe:
-        _, first_of, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    else:
-        first_of, inverse = np.arange(b), np.arange(b)
+    first_of, inverse, u_horizon = _unique_rows(obs, policy_index, first_action, gamma, horizon, dedupe)
     u = len(first_of)
-    u_horizon = np.zeros(u, dtype=np.int64)
-    np.maximum.at(u_horizon, inverse, horizon)
 
     # --- chunking: a chunk is (a block of rows) x (a block of members) that fits the budget;
     # rows are sorted by horizon so short chunks stop early, and by policy inside a chunk.
@@ -191,8 +177,8 @@ def rollout_values(
             rows = first_of[c]
             steps = int(u_horizon[c].max())
             curve = np.empty((steps, m, len(c), runs))
-            for (s, e), block in zip(blocks, models):
-                curve[:, s:e] = _rollout_chunk(
+            for (s, e), block in zip(blocks, models, strict=True):
+                curve[:, s:e] = _model_return_curves(
                     block,
                     policies,
                     obs[rows],
@@ -212,7 +198,83 @@ def rollout_values(
     return (values, plan) if return_plan else values
 
 
-def _rollout_chunk(model, policies, obs, policy_index, first_action, gamma, steps, runs, mixture, generator, device, bar) -> np.ndarray:
+def _rollout_inputs(
+    obs: np.ndarray,
+    policy_index: np.ndarray,
+    horizon: np.ndarray,
+    first_action: np.ndarray | None,
+    gamma: np.ndarray | float,
+    n_policies: int,
+    d: int,
+    a: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """The arguments of :func:`rollout_values`, checked and converted to their dtypes and shapes."""
+    obs = np.asarray(obs, dtype=np.float32)
+    b = len(obs)
+    if obs.ndim != 2 or obs.shape[1] != d:
+        raise ValueError(f"obs must have shape (B, D={d}), got {obs.shape}")
+    policy_index = np.asarray(policy_index, dtype=np.int64).reshape(-1)
+    horizon = np.asarray(horizon, dtype=np.int64).reshape(-1)
+    gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (b,)).copy()
+    if len(policy_index) != b or len(horizon) != b:
+        raise ValueError(f"policy_index {policy_index.shape} and horizon {horizon.shape} must have shape (B={b},)")
+    if b == 0:
+        return obs, policy_index, horizon, first_action, gamma
+    if n_policies == 0 or policy_index.min() < 0 or policy_index.max() >= n_policies:
+        raise ValueError(
+            f"policy_index must lie in [0, {n_policies}) (one per policy), "
+            f"got range [{policy_index.min()}, {policy_index.max()}]"
+        )
+    if horizon.min() < 1:
+        raise ValueError(f"horizon must be >= 1 for every row, got minimum {horizon.min()}")
+    if first_action is not None:
+        first_action = np.asarray(first_action, dtype=np.float32)
+        if first_action.shape != (b, a):
+            raise ValueError(f"first_action must have shape (B={b}, A={a}), got {first_action.shape}")
+    return obs, policy_index, horizon, first_action, gamma
+
+
+def _unique_rows(
+    obs: np.ndarray,
+    policy_index: np.ndarray,
+    first_action: np.ndarray | None,
+    gamma: np.ndarray,
+    horizon: np.ndarray,
+    dedupe: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One rollout per distinct start row, run to the largest horizon asked of it.
+
+    Returns ``(first_of (U,), inverse (B,), u_horizon (U,))``: the first row of each distinct
+    start, the distinct start of each row, and the horizon each distinct start is rolled to.
+    """
+    parts = [obs.astype(np.float64), policy_index[:, None].astype(np.float64), gamma[:, None]]
+    if first_action is not None:
+        parts.insert(1, first_action.astype(np.float64))
+    keys = np.concatenate(parts, axis=1)
+    if dedupe:
+        _, first_of, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        first_of, inverse = np.arange(len(obs)), np.arange(len(obs))
+    u_horizon = np.zeros(len(first_of), dtype=np.int64)
+    np.maximum.at(u_horizon, inverse, horizon)
+    return first_of, inverse, u_horizon
+
+
+def _check_rollout_memory(
+    m: int, b: int, runs: int, d: int, a: int, chunk_rows: int | None, device: torch.device
+) -> None:
+    """Refuse, before allocating, a rollout whose values or chunk cannot fit."""
+    host, chunk = rollout_bytes(m, b, runs, d, a, chunk_rows or 1)
+    what = f"rolling out {b} rows x {m} members x {runs} runs"
+    check_memory(host, "cpu", what, f"runs (now {runs}), the number of queries or ensemble_size (now {m})")
+    if chunk_rows is not None:
+        check_memory(chunk, device, what, f"chunk_rows (now {chunk_rows}) or runs (now {runs})")
+
+
+def _model_return_curves(
+    model, policies, obs, policy_index, first_action, gamma, steps, runs, mixture, generator, device, bar
+) -> np.ndarray:
     """Simulate one chunk; returns the running discounted sums (steps, M, n, R) as float64."""
     m = model.ensemble_size
     n = len(obs) * runs
@@ -262,7 +324,7 @@ def _policy_groups(policy_index: np.ndarray) -> list[tuple[int, int, int]]:
     change = np.flatnonzero(np.diff(policy_index)) + 1
     starts = np.concatenate([[0], change])
     ends = np.concatenate([change, [len(policy_index)]])
-    return [(int(policy_index[s]), int(s), int(e)) for s, e in zip(starts, ends)]
+    return [(int(policy_index[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
 
 
 def _on_device(policy, device: torch.device):
@@ -273,7 +335,9 @@ def _on_device(policy, device: torch.device):
     return policy
 
 
-def _chunk_shape(model, rows: int, steps: int, budget: int | None, device: torch.device, mixture: bool) -> tuple[int, int]:
+def _chunk_shape(
+    model, rows: int, steps: int, budget: int | None, device: torch.device, mixture: bool
+) -> tuple[int, int]:
     """(rows per chunk, members per block) whose activations fit ``budget`` bytes.
 
     A chunk keeps every member when the budget allows at least :data:`MIN_ROWS_PER_MEMBER`

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..utils import check_positive_int, get_device
+from .memory import check_memory, training_bytes
 from .models import AutoregressiveEnsemble, DynamicsEnsemble
 
 
@@ -87,12 +88,69 @@ def transition_arrays(dataset: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     t = len(obs)
     if obs.ndim != 2 or act.ndim != 2 or nxt.shape != obs.shape or len(act) != t or len(rew) != t or len(term) != t:
         raise ValueError(
-            "dataset arrays disagree: observations "
-            f"{obs.shape}, actions {act.shape}, next_observations {nxt.shape}, rewards {rew.shape}, terminals {term.shape}"
+            f"dataset arrays disagree: observations {obs.shape}, actions {act.shape}, "
+            f"next_observations {nxt.shape}, rewards {rew.shape}, terminals {term.shape}"
         )
     if t < 2:
         raise ValueError(f"dataset must hold at least 2 transitions, got {t}")
     return {"obs": obs, "act": act, "next_obs": nxt, "reward": rew, "terminal": term}
+
+
+def _check_training_inputs(
+    model: DynamicsEnsemble,
+    data: Mapping[str, np.ndarray],
+    batch_size: int,
+    lr: float,
+    holdout_fraction: float,
+    device: torch.device,
+) -> None:
+    """Refuse bad arguments, and training that clearly cannot fit ``device``, before any work."""
+    if not 0.0 <= holdout_fraction < 1.0:
+        raise ValueError(f"holdout_fraction must be in [0, 1), got {holdout_fraction!r}")
+    if lr <= 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    if data["obs"].shape[1] != model.obs_dim or data["act"].shape[1] != model.act_dim:
+        raise ValueError(
+            f"dataset has D={data['obs'].shape[1]}, A={data['act'].shape[1]} but the model expects "
+            f"D={model.obs_dim}, A={model.act_dim}"
+        )
+    spec = getattr(model, "spec", None)
+    if spec is not None:
+        m = model.ensemble_size
+        check_memory(
+            training_bytes(spec, len(data["obs"]), batch_size),
+            device,
+            f"training a {m}-member ensemble on {len(data['obs'])} transitions",
+            f"ensemble_size (now {m}), hidden_sizes, batch_size or the dataset size",
+        )
+
+
+def _training_tensors(
+    model: DynamicsEnsemble, data: Mapping[str, np.ndarray], idx: np.ndarray, device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Rows ``idx`` of the transitions on ``device``, with standardised (delta obs, reward) targets."""
+    obs = torch.as_tensor(data["obs"][idx], device=device)
+    target = torch.cat(
+        [torch.as_tensor(data["next_obs"][idx] - data["obs"][idx]), torch.as_tensor(data["reward"][idx])[:, None]],
+        dim=1,
+    ).to(device)
+    return {
+        "obs": obs,
+        "act": torch.as_tensor(data["act"][idx], device=device),
+        "target": (target - model.target_mean) / model.target_std,
+        "terminal": torch.as_tensor(data["terminal"][idx], device=device),
+    }
+
+
+def _adam_with_weight_decay(model: DynamicsEnsemble, lr: float, weight_decay: float) -> torch.optim.Adam:
+    """Adam with an L2 penalty on the weight matrices only, not on biases (as in MBPO)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            (decay if name.endswith("weight") else no_decay).append(param)
+    return torch.optim.Adam(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
 
 
 def train_dynamics(
@@ -128,22 +186,18 @@ def train_dynamics(
 
     Returns:
         A :class:`TrainHistory`. The model is left in eval mode on ``device``.
+
+    Raises:
+        InsufficientMemoryError: training clearly cannot fit the free memory of ``device``
+            (:func:`opcc_edu.dynamics.memory.training_bytes`), checked before moving anything.
     """
     from tqdm.auto import tqdm
 
     steps = check_positive_int(steps, "steps")
     batch_size = check_positive_int(batch_size, "batch_size")
-    if not 0.0 <= holdout_fraction < 1.0:
-        raise ValueError(f"holdout_fraction must be in [0, 1), got {holdout_fraction!r}")
-    if lr <= 0:
-        raise ValueError(f"lr must be > 0, got {lr!r}")
     data = transition_arrays(dataset)
-    if data["obs"].shape[1] != model.obs_dim or data["act"].shape[1] != model.act_dim:
-        raise ValueError(
-            f"dataset has D={data['obs'].shape[1]}, A={data['act'].shape[1]} but the model expects "
-            f"D={model.obs_dim}, A={model.act_dim}"
-        )
     device = get_device(device)
+    _check_training_inputs(model, data, batch_size, lr, holdout_fraction, device)
     eval_every = max(1, steps // 10) if eval_every is None else check_positive_int(eval_every, "eval_every")
 
     t = len(data["obs"])
@@ -155,30 +209,14 @@ def train_dynamics(
     model.set_statistics(*(data[k][train_idx] for k in ("obs", "act", "next_obs", "reward")))
     model.to(device).train()
 
-    def tensors(idx: np.ndarray) -> dict[str, torch.Tensor]:
-        obs = torch.as_tensor(data["obs"][idx], device=device)
-        target = torch.cat(
-            [torch.as_tensor(data["next_obs"][idx] - data["obs"][idx]), torch.as_tensor(data["reward"][idx])[:, None]], dim=1
-        ).to(device)
-        return {
-            "obs": obs,
-            "act": torch.as_tensor(data["act"][idx], device=device),
-            "target": (target - model.target_mean) / model.target_std,
-            "terminal": torch.as_tensor(data["terminal"][idx], device=device),
-        }
-
-    train = tensors(train_idx)
-    val = tensors(val_idx) if n_val else None
+    train = _training_tensors(model, data, train_idx, device)
+    val = _training_tensors(model, data, val_idx, device) if n_val else None
     m = model.ensemble_size
     cpu_gen = torch.Generator().manual_seed(int(seed))
     boot = bootstrap_indices(len(train_idx), m, cpu_gen).to(device)
     gen = cpu_gen if device.type == "cpu" else torch.Generator(device=device).manual_seed(int(seed) + 1)
 
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if param.requires_grad:
-            (decay if name.endswith("weight") else no_decay).append(param)
-    optimizer = torch.optim.Adam([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = _adam_with_weight_decay(model, lr, weight_decay)
     extra = {"generator": gen} if isinstance(model, AutoregressiveEnsemble) else {}
 
     history = TrainHistory([], [], [], len(train_idx), n_val, 0.0, 0.0)
@@ -189,7 +227,9 @@ def train_dynamics(
     for step in range(1, steps + 1):
         pick = torch.randint(boot.shape[1], (m, batch_size), generator=gen, device=device)
         idx = boot.gather(1, pick)  # (M, batch): rows of each member's own bootstrap sample
-        loss, _ = model.loss(train["obs"][idx], train["act"][idx], train["target"][idx], train["terminal"][idx], **extra)
+        loss, _ = model.loss(
+            train["obs"][idx], train["act"][idx], train["target"][idx], train["terminal"][idx], **extra
+        )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -3,7 +3,8 @@
 #
 # Every ablation of the registry (opcc_edu.experiments.ABLATIONS) runs in turn; runs shared by
 # several ablations (the default model) are computed once, and an interrupted invocation resumes
-# where it stopped. Each invocation appends its command, machine and wall time to
+# where it stopped (each finished run is one record, written atomically; several invocations may
+# share the directory). Each invocation appends its command, machine and wall time to
 # <profile>/meta.json; the report at the end puts every table next to the paper's numbers.
 #
 # Usage: [DATASETS="random"] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
@@ -15,16 +16,31 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 profile=${1:-tiny}
 seeds=${2:-}
 shift $(( $# > 2 ? 2 : $# ))
-args=(--profile "$profile" --out results/ablations --no-progress)
-if [[ -n $seeds ]]; then args+=(--seeds "$seeds"); fi
-if [[ $# -gt 0 ]]; then args+=(--environments "$@"); fi
-# shellcheck disable=SC2206
-if [[ -n ${DATASETS:-} ]]; then args+=(--datasets $DATASETS); fi
+command="results/ablations/run_committed.sh $*"
 for name in horizon confidence ensemble-count prior-scale stochastic model-type normalization \
     clipping termination mixture dataset-type; do
     echo "$(date -u +%FT%TZ) start $name"
-    nice -n 10 opcc-edu ablation "$name" "${args[@]}"
+    nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "$@" <<'PY'
+import sys
+
+from opcc_edu.experiments import run_ablation
+
+name, profile, seeds, datasets, command, *environments = sys.argv[1:]
+run_ablation(
+    name,
+    out="results/ablations",
+    profile=profile,
+    environments=environments or None,
+    datasets=datasets.split() or None,
+    seeds=int(seeds) if seeds else None,
+    progress=False,
+    command=f"{command} ({name}, profile {profile})",
+)
+PY
 done
-opcc-edu report --out results/ablations --format markdown >/dev/null
-opcc-edu report --out results/ablations --format latex >/dev/null
+python -c "
+from opcc_edu.experiments import write_report
+for fmt in ('markdown', 'latex'):
+    print('written', write_report('results/ablations', fmt=fmt))
+"
 echo "$(date -u +%FT%TZ) done"

@@ -1,0 +1,76 @@
+"""The paper's model-based baselines end to end: ensemble -> member values -> confidence -> metrics.
+
+Koul et al. (Section 5) answer a policy-comparison query in three steps:
+
+1. learn an ensemble of M dynamics-and-reward models from the offline dataset
+   (:func:`train_ensemble`, cached by :func:`get_or_train_ensemble`);
+2. let every member estimate both sides' values by simulating the policies
+   (:func:`estimate_values` -> two (N, M) arrays);
+3. combine the M value pairs into a prediction and a confidence (EV, PCI, U-PCI of
+   :mod:`opcc_edu.confidence`) and score them (:func:`opcc_edu.scoring.score_values`).
+
+:func:`answer_queries` does all three and returns :class:`Answers`. Every variation the paper
+studies is one field of :class:`EnsembleConfig`, so an ablation is a list of configs. The
+members of an ensemble are exchangeable: members 0..m-1 of a 100-member ensemble form an
+m-member ensemble, which is how the ensemble-count ablation reads every size from one training
+run (:meth:`Answers.with_members`).
+
+Modules, one concept each:
+
+* :mod:`.config` -- :class:`EnsembleConfig`, :data:`BASELINE_DEFAULTS` (no torch).
+* :mod:`.training` -- :func:`train_ensemble` and its up-front memory check.
+* :mod:`.cache` -- the ensemble cache: :func:`ensemble_cache_key`, :func:`get_or_train_ensemble`.
+* :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`.
+* :mod:`.answers` -- :class:`Answers`, :func:`answer_queries`, :func:`format_metrics`.
+* :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
+
+Only :mod:`.config` is imported with the package; the rest (and torch) on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..names import ALL_HORIZONS, CONFIDENCES
+from .config import BASELINE_DEFAULTS, EnsembleConfig
+
+CONFIDENCE_METHODS: tuple[str, ...] = CONFIDENCES
+"""Alias of :data:`opcc_edu.names.CONFIDENCES`: the confidences :func:`answer_queries` scores."""
+
+_LAZY: dict[str, str] = {
+    "check_training_memory": "training",
+    "train_ensemble": "training",
+    "CACHE_FORMAT": "cache",
+    "dataset_identity": "cache",
+    "ensemble_cache_key": "cache",
+    "ensemble_cache_path": "cache",
+    "get_or_train_ensemble": "cache",
+    "estimate_values": "estimate",
+    "select_profile_queries": "estimate",
+    "Answers": "answers",
+    "METRIC_COLUMNS": "answers",
+    "answer_queries": "answers",
+    "format_metrics": "answers",
+    "run_end_to_end": "run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "score_values":  # the one scoring function, importable here as before
+        from ..scoring import score_values
+
+        return score_values
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opcc_edu.baselines' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {"score_values"})
+
+
+__all__ = ["ALL_HORIZONS", "BASELINE_DEFAULTS", "CONFIDENCE_METHODS", "EnsembleConfig", "score_values", *_LAZY]

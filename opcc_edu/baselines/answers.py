@@ -1,0 +1,296 @@
+"""A baseline's answers to a query set: values, predictions, confidences, metrics.
+
+:func:`answer_queries` trains (or loads) the ensemble, lets every member estimate both sides
+of every query and scores the member values with :func:`opcc_edu.scoring.score_values`, the
+one scoring function of the package; :class:`Answers` holds the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..config import get_profile
+from ..names import ALL_HORIZONS, CONFIDENCE_NAMES, CONFIDENCES, METRICS
+from ..utils import check_choice, check_positive_int
+from .config import EnsembleConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+    from matplotlib.axes import Axes
+
+    from ..dynamics import DynamicsEnsemble
+    from ..queries import QuerySet
+
+
+def _metrics_table(
+    values_a: np.ndarray,
+    values_b: np.ndarray,
+    target: np.ndarray,
+    horizon: np.ndarray,
+    confidences: Sequence[str],
+    k: int,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, dict[str, dict[str, float]]]]:
+    """``(predictions, confidences, metrics[name][horizon])`` of (N, M) member values."""
+    from ..scoring import score_values
+
+    scores = score_values(values_a, values_b, target, horizon, confidences, k=k)
+    return scores.predictions, scores.confidences, scores.table()
+
+
+@dataclasses.dataclass
+class Answers:
+    """A baseline's answers to a query set: member values, predictions, confidences, metrics.
+
+    Shapes: N queries, M members.
+    """
+
+    env_name: str
+    """Environment of the queries."""
+    dataset_name: str
+    """Dataset the ensemble was trained on."""
+    config: EnsembleConfig
+    """The baseline."""
+    queries: QuerySet
+    """The :class:`opcc_edu.queries.QuerySet` answered."""
+    values_a: np.ndarray
+    """(N, M) member value estimates of side a."""
+    values_b: np.ndarray
+    """(N, M) member value estimates of side b."""
+    predictions: dict[str, np.ndarray]
+    """Confidence name -> (N,) int8 prediction (1 means V_a < V_b)."""
+    confidences: dict[str, np.ndarray]
+    """Confidence name -> (N,) float64 confidence."""
+    metrics: dict[str, dict[str, dict[str, float]]]
+    """``metrics[name][h]``: aurcc, rpp, cr_k, loss, n, ... for horizon ``h`` or ``"all"``."""
+    k: int = 10
+    """Bins of CR_K."""
+    train_seconds: float = 0.0
+    """Seconds spent training (0 when the ensemble came from the cache)."""
+    answer_seconds: float = 0.0
+    """Seconds spent estimating values and scoring."""
+    cache_hit: bool = False
+    """The ensemble was loaded from the cache."""
+    model_path: str | None = None
+    """Where the ensemble is cached."""
+
+    @property
+    def target(self) -> np.ndarray:
+        """(N,) true answers."""
+        return self.queries.target
+
+    @property
+    def horizon(self) -> np.ndarray:
+        """(N,) horizons."""
+        return self.queries.horizon
+
+    @property
+    def ensemble_size(self) -> int:
+        """Members M whose values are held."""
+        return int(self.values_a.shape[1])
+
+    def with_members(self, m: int) -> Answers:
+        """The answers of the ensemble made of members 0..m-1 (rescored, no new rollouts)."""
+        m = check_positive_int(m, "m")
+        if m > self.ensemble_size:
+            raise ValueError(f"m must be at most the ensemble size {self.ensemble_size}, got {m}")
+        va, vb = self.values_a[:, :m], self.values_b[:, :m]
+        predictions, confidences, metrics = _metrics_table(
+            va, vb, self.target, self.horizon, list(self.predictions), self.k
+        )
+        return dataclasses.replace(
+            self,
+            config=dataclasses.replace(self.config, ensemble_size=m),
+            values_a=va,
+            values_b=vb,
+            predictions=predictions,
+            confidences=confidences,
+            metrics=metrics,
+        )
+
+    def table(self) -> pd.DataFrame:
+        """Metrics as a tidy ``pandas.DataFrame``: one row per (confidence, horizon)."""
+        import pandas as pd
+
+        rows = []
+        for name, by_h in self.metrics.items():
+            for h, values in by_h.items():
+                rows.append({"confidence": name, "horizon": h, **values})
+        frame = pd.DataFrame(rows)
+        order = {
+            h: i for i, h in enumerate(sorted({r["horizon"] for r in rows if r["horizon"] != ALL_HORIZONS}, key=int))
+        }
+        order[ALL_HORIZONS] = len(order)
+        return frame.sort_values(
+            ["confidence", "horizon"], key=lambda s: s.map(order) if s.name == "horizon" else s
+        ).reset_index(drop=True)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready results: the setup, timings and every metric."""
+        return {
+            "env_name": self.env_name,
+            "dataset": self.dataset_name,
+            "n_queries": int(len(self.target)),
+            "ensemble_size": self.ensemble_size,
+            "config": self.config.to_dict(),
+            "k": self.k,
+            "train_seconds": self.train_seconds,
+            "answer_seconds": self.answer_seconds,
+            "cache_hit": self.cache_hit,
+            "model_path": self.model_path,
+            "metrics": self.metrics,
+        }
+
+    def save(self, directory: str | Path, stem: str | None = None) -> dict[str, Path]:
+        """Write ``<stem>.json`` (summary) and ``<stem>.npz`` (values, predictions, confidences).
+
+        Returns:
+            ``{"json": path, "npz": path}``.
+        """
+        from ..io import atomic_write_text, save_npz
+
+        directory = Path(directory)
+        stem = stem or f"{self.env_name}_{self.dataset_name}"
+        arrays = {"values_a": self.values_a, "values_b": self.values_b, "target": self.target, "horizon": self.horizon}
+        for name in self.predictions:
+            arrays[f"prediction_{name}"] = self.predictions[name]
+            arrays[f"confidence_{name}"] = self.confidences[name]
+        json_path = atomic_write_text(
+            directory / f"{stem}.json", json.dumps(self.summary(), indent=2, sort_keys=True) + "\n"
+        )
+        npz_path = save_npz(
+            directory / f"{stem}.npz", arrays, {"env_name": self.env_name, "dataset": self.dataset_name}
+        )
+        return {"json": json_path, "npz": npz_path}
+
+    def plot_risk_coverage(self, ax: Axes | None = None, confidences: Sequence[str] | None = None) -> Axes:
+        """Risk-coverage curves of the confidence functions on one Axes (returned).
+
+        Each curve is drawn by :func:`opcc_edu.metrics.plot_risk_coverage` (a new Axes when
+        ``ax`` is None), labelled with the confidence's display name and its AURCC.
+        """
+        from ..metrics import plot_risk_coverage
+
+        for name in confidences or list(self.predictions):
+            ax = plot_risk_coverage(
+                self.predictions[name],
+                self.target,
+                self.confidences[name],
+                ax=ax,
+                label=CONFIDENCE_NAMES.get(name, name),
+            )
+        ax.set_title(f"{self.env_name} / {self.dataset_name}, M = {self.ensemble_size}")
+        return ax
+
+
+def answer_queries(
+    env_name: str,
+    dataset_name: str | None = None,
+    config: EnsembleConfig | None = None,
+    queries: QuerySet | None = None,
+    policies: Sequence[Any] | None = None,
+    dataset_size: int | None = None,
+    dataset_seed: int = 0,
+    runs: int | None = None,
+    confidences: Sequence[str] = CONFIDENCES,
+    k: int = 10,
+    device: torch.device | str | None = None,
+    cache: bool = True,
+    model: DynamicsEnsemble | None = None,
+    progress: bool = True,
+) -> Answers:
+    """Train (or load) an ensemble, estimate every query's values, predict and score.
+
+    Args:
+        env_name: environment.
+        dataset_name: dataset (None: the environment's default).
+        config: the baseline (None: :meth:`EnsembleConfig.from_profile`).
+        queries: a :class:`~opcc_edu.queries.QuerySet` (None: the shipped set, reduced to the
+            profile's ``queries_per_env`` by :func:`select_profile_queries`).
+        policies: query policies, index i = level i + 1 (None: the shipped ones).
+        dataset_size: transitions (None: the profile's).
+        dataset_seed: seed of the dataset.
+        runs: Monte-Carlo runs per member (None: the profile's ``mc_runs``).
+        confidences: confidence functions to score (of :data:`opcc_edu.names.CONFIDENCES`).
+        k: bins of CR_K.
+        device: torch device.
+        cache: use the ensemble cache.
+        model: use this trained ensemble instead of training/loading one.
+        progress: show progress bars.
+
+    Returns:
+        :class:`Answers`.
+    """
+    from ..datasets import DEFAULT_DATASET
+    from .cache import get_or_train_ensemble
+    from .estimate import estimate_values, select_profile_queries
+
+    config = EnsembleConfig.from_profile() if config is None else config
+    dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
+    for name in confidences:
+        check_choice(name, CONFIDENCES, "confidence")
+    if queries is None:
+        from ..queries import load_queries
+
+        queries = select_profile_queries(load_queries(env_name))
+    if queries.env_name != env_name:
+        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
+    runs = get_profile().mc_runs if runs is None else runs
+    if model is None:
+        model = get_or_train_ensemble(
+            env_name,
+            dataset_name,
+            config,
+            dataset_size=dataset_size,
+            dataset_seed=dataset_seed,
+            device=device,
+            progress=progress,
+            cache=cache,
+        )
+    info = getattr(model, "info", {})
+    start = time.perf_counter()
+    values_a, values_b = estimate_values(
+        model, queries, policies, runs=runs, mixture=config.mixture, seed=config.seed, progress=progress
+    )
+    predictions, confs, metrics = _metrics_table(values_a, values_b, queries.target, queries.horizon, confidences, k)
+    return Answers(
+        env_name=env_name,
+        dataset_name=dataset_name,
+        config=config,
+        queries=queries,
+        values_a=values_a,
+        values_b=values_b,
+        predictions=predictions,
+        confidences=confs,
+        metrics=metrics,
+        k=k,
+        train_seconds=float(info.get("train_seconds", 0.0)),
+        answer_seconds=time.perf_counter() - start,
+        cache_hit=bool(info.get("cache_hit", False)),
+        model_path=info.get("path"),
+    )
+
+
+METRIC_COLUMNS: tuple[tuple[str, str], ...] = tuple((key, "loss" if key == "loss" else key.upper()) for key in METRICS)
+"""(key, column title) of the metrics :func:`format_metrics` prints: AURCC, RPP, CR_K, loss."""
+
+
+def format_metrics(answers: Answers) -> str:
+    """A plain-text table of AURCC, RPP, CR_K and loss per confidence and horizon."""
+    header = (
+        f"  {'confidence':<10} {'horizon':>7} " + " ".join(f"{title:>8}" for _, title in METRIC_COLUMNS) + f" {'n':>6}"
+    )
+    lines = [header, "  " + "-" * (len(header) - 2)]
+    table = answers.table()
+    for _, row in table.iterrows():
+        cells = " ".join(f"{row[key]:>8.4f}" for key, _ in METRIC_COLUMNS)
+        name = CONFIDENCE_NAMES.get(row["confidence"], row["confidence"])
+        lines.append(f"  {name:<10} {row['horizon']:>7} {cells} {int(row['n']):>6}")
+    return "\n".join(lines)

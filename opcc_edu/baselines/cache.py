@@ -1,0 +1,223 @@
+"""The ensemble cache: one file per (environment, dataset, training configuration).
+
+A trained ensemble is stored as safetensors under
+``<cache>/ensembles/<env>/<dataset>/ensemble-<digest>.safetensors``. The digest hashes
+:func:`ensemble_cache_key`: everything the trained weights depend on -- the cache format, the
+environment, the dataset's identity (:func:`dataset_identity`) and the training fields of the
+config. Change any of them and the cache misses, so a stale ensemble is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..utils import cache_dir, check_positive_int, get_device
+from .config import EnsembleConfig
+from .training import check_training_memory, train_ensemble
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..dynamics import DynamicsEnsemble
+
+CACHE_FORMAT = 2
+"""Bumped when a change makes cached ensembles stale (2: the key names the dataset's identity)."""
+
+TRAINING_ARRAYS: tuple[str, ...] = ("observations", "actions", "rewards", "next_observations", "terminals")
+"""Arrays of a dataset that training reads (the content hash of a given dataset covers these)."""
+
+
+def dataset_identity(
+    env_name: str,
+    dataset_name: str,
+    dataset_size: int | None = None,
+    dataset_seed: int = 0,
+    dataset: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """What identifies the transitions an ensemble is trained on, as a JSON-ready dict.
+
+    A named dataset (``dataset`` None) is identified by its recipe, as
+    :func:`opcc_edu.datasets.load_dataset` produces it: name, size, seed, the generator's
+    format version, the recipe's stream fields, what the data depends on outside the recipe
+    (the behaviour policy's SHA-256, the behaviour run) and the resulting stream id; a mixture
+    lists the identity of each part. Given arrays are identified by their content: SHA-256 of
+    :data:`TRAINING_ARRAYS` (dtype, shape and bytes).
+
+    Args:
+        env_name: environment.
+        dataset_name: dataset name (for given arrays, only a label).
+        dataset_size: transitions (None: the active profile's, capped by the recipe); ignored
+            for given arrays.
+        dataset_seed: seed of the dataset.
+        dataset: the transitions themselves, or None for the named dataset.
+    """
+    from ..datasets import recipes
+
+    if dataset is not None:
+        digest = hashlib.sha256()
+        for key in TRAINING_ARRAYS:
+            if key in dataset:
+                array = np.ascontiguousarray(dataset[key])
+                digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
+                digest.update(array.tobytes())
+        return {"name": dataset_name, "size": int(len(dataset["observations"])), "sha256": digest.hexdigest()}
+    recipe = recipes.get_recipe(env_name, dataset_name)
+    size = recipes.resolve_size(recipe, dataset_size)
+    seed = check_positive_int(dataset_seed, "dataset_seed", minimum=0)
+    if recipe.method == "replay":
+        seed = 0  # the record of one training run: load_dataset ignores the seed
+    identity: dict[str, Any] = {
+        "name": recipe.name,
+        "size": int(size),
+        "seed": int(seed),
+        "format_version": recipes.DATA_FORMAT_VERSION,
+    }
+    if recipe.method == "mixture":
+        sizes = recipes.mixture_sizes(size, len(recipe.parts))
+        identity["parts"] = [
+            dataset_identity(env_name, part, n, seed) for part, n in zip(recipe.parts, sizes, strict=True)
+        ]
+        return identity
+    identity["recipe"] = recipe.stream_fields()
+    identity["fingerprint"] = recipes.recipe_fingerprint(recipe)
+    identity["stream"] = recipes.stream_id(recipe, seed)
+    return identity
+
+
+def ensemble_cache_key(
+    env_name: str,
+    dataset_name: str,
+    config: EnsembleConfig,
+    dataset_size: int | None = None,
+    dataset_seed: int = 0,
+    dataset: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """The dict whose hash names an ensemble's cache file (print it to see why a cache missed).
+
+    Args as :func:`dataset_identity`, plus ``config`` (only its training fields count: a
+    rollout-only field such as ``mixture`` reuses the trained ensemble).
+    """
+    return {
+        "format": CACHE_FORMAT,
+        "env": env_name,
+        "dataset": dataset_identity(env_name, dataset_name, dataset_size, dataset_seed, dataset),
+        "config": config.training_fields(),
+    }
+
+
+def ensemble_cache_path(
+    env_name: str,
+    dataset_name: str,
+    config: EnsembleConfig,
+    dataset_size: int | None = None,
+    dataset_seed: int = 0,
+    dataset: Mapping[str, np.ndarray] | None = None,
+) -> Path:
+    """Cache file of the ensemble trained with ``config`` on one dataset.
+
+    The file name is the first 16 hex digits of the SHA-256 of :func:`ensemble_cache_key`.
+    """
+    key = ensemble_cache_key(env_name, dataset_name, config, dataset_size, dataset_seed, dataset)
+    return _key_path(env_name, dataset_name, key)
+
+
+def _key_path(env_name: str, dataset_name: str, key: Mapping[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir("ensembles", env_name, dataset_name, create=False) / f"ensemble-{digest}.safetensors"
+
+
+def get_or_train_ensemble(
+    env_name: str,
+    dataset_name: str | None = None,
+    config: EnsembleConfig | None = None,
+    dataset_size: int | None = None,
+    dataset_seed: int = 0,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    cache: bool = True,
+    dataset: Mapping[str, np.ndarray] | None = None,
+) -> DynamicsEnsemble:
+    """Load the ensemble of ``config`` from the cache, or train and cache it.
+
+    Args:
+        env_name: environment.
+        dataset_name: dataset of :func:`opcc_edu.datasets.load_dataset` (None: the
+            environment's default).
+        config: the baseline (None: :meth:`EnsembleConfig.from_profile`).
+        dataset_size: transitions (None: the active profile's, capped by the recipe).
+        dataset_seed: seed of the dataset.
+        device: torch device for the returned model.
+        progress: show progress bars.
+        cache: read and write the cache (``False`` always trains and stores nothing).
+        dataset: train on these transitions instead of loading ``dataset_name`` (the cache
+            key then hashes their content; ``dataset_name`` is only a label).
+
+    Returns:
+        The model in eval mode. Its attribute ``info`` (a dict) says whether it came from the
+        cache (``cache_hit``), where it is stored (``path``) and how long training took
+        (``train_seconds``, 0 for a cache hit), with the training history when trained.
+
+    Raises:
+        InsufficientMemoryError: training clearly cannot fit the device's free memory
+            (checked before the dataset is loaded).
+    """
+    from ..datasets import DEFAULT_DATASET, get_recipe, resolve_size
+    from ..dynamics import load_ensemble
+    from ..io import CorruptFileError
+
+    config = EnsembleConfig.from_profile() if config is None else config
+    dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
+    if dataset is None:
+        dataset_size = resolve_size(get_recipe(env_name, dataset_name), dataset_size)
+    else:
+        dataset_size = len(dataset["observations"])
+    key = ensemble_cache_key(env_name, dataset_name, config, dataset_size, dataset_seed, dataset)
+    path = _key_path(env_name, dataset_name, key)
+    device = get_device(device)
+    if cache and path.exists():
+        try:
+            model, meta = load_ensemble(path, device=device)
+        except (CorruptFileError, ValueError, RuntimeError) as exc:
+            warnings.warn(f"cached ensemble {path} is unusable ({exc}); training it again", stacklevel=2)
+        else:
+            model.info = {"cache_hit": True, "path": str(path), "train_seconds": 0.0, "trained": meta}
+            return model
+    check_training_memory(config, env_name, dataset_size, device)
+    if dataset is None:
+        from ..datasets import load_dataset
+
+        dataset = load_dataset(env_name, dataset_name, size=dataset_size, seed=dataset_seed, progress=progress)
+    start = time.perf_counter()
+    model, history = train_ensemble(dataset, config, env_name, device=device, progress=progress)
+    seconds = time.perf_counter() - start
+    meta = {
+        "env_name": env_name,
+        "dataset": dataset_name,
+        "dataset_size": int(dataset_size),
+        "dataset_seed": int(dataset_seed),
+        "config": config.to_dict(),
+        "train_seconds": seconds,
+        "final_train_loss": history.train_loss[-1],
+        "final_val_mse": history.final_val_mse.tolist(),
+        "cache_key": key,
+    }
+    if cache:
+        from ..dynamics import save_ensemble
+
+        save_ensemble(path, model, meta)
+    model.info = {
+        "cache_hit": False,
+        "path": str(path) if cache else None,
+        "train_seconds": seconds,
+        "trained": meta,
+        "history": history,
+    }
+    return model

@@ -1,0 +1,53 @@
+"""``opcc-edu info``: what the package holds -- environments, policies, datasets, query sets, ablations."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+#: Modules that contribute a section to ``opcc-edu info`` through ``info_lines() -> list[str]``.
+INFO_PROVIDERS: tuple[str, ...] = (
+    "opcc_edu.policies",
+    "opcc_edu.queries",
+    "opcc_edu.datasets",
+    "opcc_edu.experiments",
+)
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the options and handler of ``opcc-edu info``."""
+    parser.description = (
+        "List the benchmark's environments (paper Table 8), the active profile, and the policies, "
+        "datasets, query sets and ablations shipped with or cached by the package."
+    )
+    parser.set_defaults(handler=_info)
+
+
+def environment_lines() -> list[str]:
+    """The version, the active profile and the environments table (paper Table 8)."""
+    from .. import __version__
+    from ..config import get_profile
+    from ..envs import ENV_SPECS
+
+    lines = [f"opcc_edu {__version__} -- active profile: {get_profile().name}", "", "Environments (paper Table 8):"]
+    lines.append(f"  {'name':<15} {'kind':<11} {'obs':>4} {'act':>4} {'steps':>6}  termination")
+    for spec in ENV_SPECS.values():
+        lines.append(
+            f"  {spec.name:<15} {spec.kind:<11} {spec.obs_dim:>4} {spec.act_dim:>4} "
+            f"{spec.max_episode_steps:>6}  {spec.termination}"
+        )
+    return lines
+
+
+def _info(args: argparse.Namespace) -> int:
+    for line in environment_lines():
+        print(line)
+    for module_name in INFO_PROVIDERS:
+        print()
+        try:
+            lines = importlib.import_module(module_name).info_lines()
+        except ImportError as exc:  # one missing subsystem must not hide the others
+            lines = [f"{module_name}: unavailable ({exc})"]
+        for line in lines:
+            print(line)
+    return 0

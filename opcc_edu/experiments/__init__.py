@@ -1,0 +1,148 @@
+"""The paper's ablations: a declarative grid, a results store that never loses a run,
+aggregation, the paper's numbers and reports.
+
+Every experiment of the paper (Koul et al., Section 7 and Appendix B) varies one factor of the
+baseline -- the dataset, the query horizon, the confidence function, the ensemble size, or one
+switch of the dynamics model -- and reports mean +- 95% confidence interval of AURCC, RPP,
+CR_K and loss per environment. One concept per module:
+
+* :mod:`~opcc_edu.experiments.registry` -- :data:`ABLATIONS`: each :class:`Ablation` names its
+  factor and :class:`Level` s; a configuration is a set of overrides of
+  :data:`BASELINE_DEFAULTS` (the paper's default model) with a canonical label such as
+  ``"default"`` or ``"prior_scale=5"``.
+* :mod:`~opcc_edu.experiments.grid` -- :func:`plan_ablation` expands an ablation into a
+  :class:`GridSpec` (environments x datasets x seeds x configurations) of :class:`RunSpec` s.
+* :mod:`~opcc_edu.experiments.answers` -- answer functions return a run's (N, M) member values
+  (:class:`RunValues`); :func:`score_values` scores them for every confidence function, every
+  horizon (and all horizons together) and every ensemble-count prefix.
+* :mod:`~opcc_edu.experiments.records` and :mod:`~opcc_edu.experiments.store` -- one record
+  file per finished run, written atomically; ``results.csv`` and ``runs.csv`` are exported
+  from the records; concurrent processes claim runs; nothing is deleted silently.
+* :mod:`~opcc_edu.experiments.runner` -- :func:`run_grid` and :func:`run_ablation`: run what is
+  unfinished, resume after an interruption, compute runs shared by several ablations once.
+* :mod:`~opcc_edu.experiments.analysis` -- :func:`load_results`, :func:`aggregate` (mean +-
+  half-width of the two-sided 95% Student-t interval over the seeds x datasets runs of each
+  environment and level), :func:`level_risk_coverage`, :func:`level_differences`.
+* :mod:`~opcc_edu.experiments.paper` and :mod:`~opcc_edu.experiments.report` -- the paper's
+  numbers (:func:`paper_results`), ours next to them (:func:`compare_with_paper`) and every
+  ablation as Markdown or LaTeX (:func:`report_text`, :func:`write_report`).
+
+The results table has one row per (environment, dataset, seed, configuration, horizon,
+confidence, ensemble_count) with the columns of :data:`RESULT_COLUMNS`. ``horizon`` is
+``"all"`` for the whole query set; ``ensemble_count`` m < ``ensemble_size`` rows use members
+0..m-1 of the trained ensemble, as the paper read its ensemble-count ablation from prefixes of
+one 100-member ensemble (Tables 5 and 18).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..names import ALL_HORIZONS, CONFIDENCES, HORIZONS, METRICS
+from .analysis import (
+    ablation_rows,
+    aggregate,
+    committed_profiles,
+    committed_results,
+    find_results_root,
+    level_differences,
+    level_order,
+    level_risk_coverage,
+    load_results,
+    load_run_values,
+    load_runs,
+    read_meta,
+)
+from .answers import (
+    AnswerFunction,
+    RunValues,
+    baseline_answer_function,
+    score_values,
+    synthetic_answer_function,
+)
+from .grid import GridSpec, RunSpec, default_datasets, plan_ablation
+from .paper import compare_with_paper, paper_results
+from .records import RESULT_COLUMNS, RUN_COLUMNS, ResultsStoreError, RunRecord, StoreWarning
+from .registry import (
+    ABLATIONS,
+    BASELINE_DEFAULTS,
+    PAPER_ENSEMBLE_COUNTS,
+    Ablation,
+    Level,
+    configuration_label,
+    ensemble_count_levels,
+    get_ablation,
+    parse_configuration,
+)
+from .report import format_table, info_lines, report_text, write_report
+from .runner import grid_status, machine_description, results_dir, run_ablation, run_grid
+from .store import ResultsStore, migrate_results
+
+#: The former private name of :func:`parse_configuration`.
+_parse_configuration = parse_configuration
+
+__all__ = [
+    "info_lines",
+    "METRICS",
+    "RESULT_COLUMNS",
+    "RUN_COLUMNS",
+    "ALL_HORIZONS",
+    "CONFIDENCES",
+    "HORIZONS",
+    "BASELINE_DEFAULTS",
+    "PAPER_ENSEMBLE_COUNTS",
+    "Level",
+    "Ablation",
+    "ABLATIONS",
+    "get_ablation",
+    "RunSpec",
+    "GridSpec",
+    "RunValues",
+    "AnswerFunction",
+    "configuration_label",
+    "parse_configuration",
+    "ensemble_count_levels",
+    "default_datasets",
+    "plan_ablation",
+    "score_values",
+    "baseline_answer_function",
+    "synthetic_answer_function",
+    "run_grid",
+    "run_ablation",
+    "grid_status",
+    "results_dir",
+    "ResultsStore",
+    "ResultsStoreError",
+    "RunRecord",
+    "StoreWarning",
+    "migrate_results",
+    "find_results_root",
+    "committed_results",
+    "committed_profiles",
+    "load_runs",
+    "ablation_rows",
+    "read_meta",
+    "load_results",
+    "load_run_values",
+    "aggregate",
+    "level_order",
+    "level_risk_coverage",
+    "paper_results",
+    "compare_with_paper",
+    "level_differences",
+    "format_table",
+    "report_text",
+    "write_report",
+    "machine_description",
+]
+
+# The plots of these results live in opcc_edu.plotting; their old names here forward there.
+_PLOTS = ("plot_level_risk_coverage", "plot_comparison")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PLOTS:
+        from .. import plotting
+
+        return getattr(plotting, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

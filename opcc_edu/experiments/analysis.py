@@ -1,0 +1,451 @@
+"""Reading results: loaders, the committed results, aggregation and risk-coverage curves.
+
+:func:`load_results` reads a results directory (every finished run, each once);
+:func:`aggregate` reduces the rows of one ablation to mean +- half-width of the two-sided 95%
+Student-t interval of the mean over the n = seeds x datasets runs of each (environment, level):
+``half = t_{0.975, n-1} * s / sqrt(n)`` with ``s`` the sample standard deviation
+(:func:`opcc_edu.metrics.mean_confidence_interval`); with one run the half-width is ``nan``.
+:func:`level_risk_coverage` averages risk-coverage curves over the horizons of each run, then
+over runs, on a common coverage grid. :func:`level_differences` applies the paper's reading of
+significance (disjoint intervals) to any such table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..names import ALL_HORIZONS, METRICS
+from ..utils import check_choice
+from .answers import RunValues
+from .grid import GridSpec, RunSpec, default_datasets
+from .records import RESULT_COLUMNS, ROW_KEY, RUN_COLUMNS
+from .registry import Ablation, configuration_label, get_ablation, parse_configuration
+from .store import ResultsStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "find_results_root",
+    "committed_results",
+    "committed_profiles",
+    "load_runs",
+    "read_meta",
+    "load_results",
+    "load_run_values",
+    "ablation_rows",
+    "level_order",
+    "aggregate",
+    "level_risk_coverage",
+    "level_differences",
+]
+
+
+def has_results(directory: str | os.PathLike) -> bool:
+    """Whether ``directory`` holds a results table (run records or ``runs.csv``)."""
+    directory = Path(directory)
+    return (directory / "runs.csv").exists() or any((directory / "records").glob("*.json"))
+
+
+def find_results_root(start: str | os.PathLike | None = None) -> Path | None:
+    """The repository's committed ``results/ablations`` directory, or ``None``.
+
+    ``$OPCC_EDU_RESULTS`` wins when set. Otherwise searched from ``start`` (default: the
+    working directory, e.g. ``book/`` when a chapter runs) upwards, then next to the package's
+    source tree (an editable install). A package installed from a wheel ships no results.
+    """
+    if start is None and os.environ.get("OPCC_EDU_RESULTS"):
+        forced = Path(os.environ["OPCC_EDU_RESULTS"])
+        return forced if forced.is_dir() else None
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents, Path(__file__).resolve().parents[1]):
+        candidate = folder / "results" / "ablations"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def committed_results(
+    root: str | os.PathLike | None = None,
+    prefer: Sequence[str] = ("paper", "classroom", "tiny"),
+    ablation: str | Ablation | None = None,
+) -> Path | None:
+    """The results directory of the largest profile with finished runs under ``root``.
+
+    Args:
+        root: results root (default :func:`find_results_root`).
+        prefer: profiles in order of preference.
+        ablation: only profiles holding this ablation count (every level of a configuration
+            ablation, since the default level alone is shared by all ablations).
+
+    Returns:
+        ``<root>/<profile>`` or ``None`` when nothing was committed.
+    """
+    root_path = Path(root) if root is not None else find_results_root()
+    if root_path is None:
+        return None
+    for name in prefer:
+        directory = root_path / name
+        if not has_results(directory):
+            continue
+        if ablation is None:
+            return directory
+        found = aggregate(load_results(directory), ablation)
+        # a configuration ablation counts only with every level (the default alone is shared)
+        needed = len(get_ablation(ablation).levels) if not get_ablation(ablation).is_selection else 1
+        if found["level"].nunique() >= needed:
+            return directory
+    return None
+
+
+def committed_profiles(
+    root: str | os.PathLike | None = None,
+    prefer: Sequence[str] = ("paper", "classroom", "tiny"),
+    ablation: str | Ablation | None = None,
+) -> list[Path]:
+    """Every results directory under ``root`` that holds ``ablation`` (all levels of a
+    configuration ablation), largest profile first; see :func:`committed_results`."""
+    root_path = Path(root) if root is not None else find_results_root()
+    if root_path is None:
+        return []
+    out = []
+    for name in prefer:
+        found = committed_results(root_path, prefer=(name,), ablation=ablation)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def load_runs(directory: str | os.PathLike) -> pd.DataFrame:
+    """The finished runs of a results directory (the rows of ``runs.csv``: one per run, with
+    its wall time in seconds) as a DataFrame."""
+    import pandas as pd
+
+    records = ResultsStore(directory).records()
+    frame = pd.DataFrame([record.run for record in records], columns=list(RUN_COLUMNS))
+    for column in ("seed", "n_queries", "ensemble_size"):
+        frame[column] = frame[column].astype(np.int64)
+    frame["seconds"] = frame["seconds"].astype(np.float64)
+    return frame
+
+
+def read_meta(directory: str | os.PathLike) -> dict[str, Any]:
+    """``meta.json`` of a results directory: one session per invocation (command, machine,
+    profile, start time, wall seconds, runs completed) and ``total_wall_seconds``."""
+    path = Path(directory) / "meta.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def load_results(directory: str | os.PathLike) -> pd.DataFrame:
+    """The results table of a directory as a pandas DataFrame: the rows of every finished run,
+    each run once, in the order of ``results.csv``. Reads only; a damaged run record is skipped
+    with a :class:`~opcc_edu.experiments.records.StoreWarning` (the next run on the directory
+    sets it aside and restores the run from the exported tables where they hold it)."""
+    import pandas as pd
+
+    records = ResultsStore(directory).records()
+    frame = pd.DataFrame([row for record in records for row in record.rows], columns=list(RESULT_COLUMNS))
+    for column in ("seed", "ensemble_count", "ensemble_size", "n"):
+        frame[column] = frame[column].astype(np.int64)
+    for column in METRICS:
+        frame[column] = frame[column].astype(np.float64)
+    return frame
+
+
+def load_run_values(directory: str | os.PathLike, run: RunSpec | str) -> RunValues:
+    """The saved (N, M) member values of one run (by :class:`RunSpec` or file slug)."""
+    from ..io import load_npz
+
+    slug = run.slug if isinstance(run, RunSpec) else str(run)
+    arrays, metadata = load_npz(Path(directory) / "values" / f"{slug}.npz")
+    return RunValues(
+        arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"], info=dict(metadata.get("info", {}))
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregation
+# --------------------------------------------------------------------------------------------
+def ablation_rows(results: pd.DataFrame, ablation: str | Ablation, grid: GridSpec | None = None) -> pd.DataFrame:
+    """The rows of ``results`` that an ablation's table is made of, with a ``level`` column:
+    one confidence function, all queries (or one horizon), the full ensemble (or a prefix),
+    and the configurations of its levels (the default one for selection factors).
+
+    Args:
+        results: the results DataFrame (:func:`load_results`).
+        ablation: registry key or :class:`Ablation`.
+        grid: restrict to the runs of this grid.
+    """
+    return _select(results, get_ablation(ablation), grid)
+
+
+def _select(results: pd.DataFrame, ablation: Ablation, grid: GridSpec | None = None) -> pd.DataFrame:
+    """Rows of ``results`` that belong to ``ablation``, with a ``level`` column added."""
+    frame = results.drop_duplicates(subset=list(ROW_KEY))  # each run once, even in concatenated tables
+    if grid is not None:
+        wanted = {run.run_id for run in grid.runs()}
+        frame = frame[frame["run_id"].isin(wanted)]
+    factor = ablation.factor
+    if factor != "horizon":
+        frame = frame[frame["horizon"] == ALL_HORIZONS]
+    else:
+        frame = frame[frame["horizon"] != ALL_HORIZONS]
+    if factor != "confidence":
+        frame = frame[frame["confidence"] == ablation.confidence]
+    else:
+        frame = frame[frame["confidence"].isin([level.label for level in ablation.levels])]
+    if factor != "ensemble_count":
+        frame = frame[frame["ensemble_count"] == frame["ensemble_size"]]
+    if factor != "dataset" and grid is None and len(frame):
+        frame = frame[_paper_datasets_mask(frame)]
+    if ablation.is_selection:
+        frame = frame[frame["configuration"] == "default"]
+        frame = frame.assign(level=frame[factor].astype(str))
+    else:
+        labels = {configuration_label(level.overrides): level.label for level in ablation.levels}
+        frame = frame[frame["configuration"].isin(labels)]
+        frame = frame.assign(level=frame["configuration"].map(labels))
+    return frame
+
+
+def _paper_datasets_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Rows on the datasets the paper's non-dataset tables used, where an environment has any.
+
+    The paper averaged every other ablation over the ``1m`` maze data and all five locomotion
+    datasets. Extra maze prefixes (1k, 10k, 100k) exist in a results table only because the
+    dataset-type ablation ran them, with the default configuration alone; mixing them into
+    the default level of another ablation would compare levels on different data. An
+    environment without any of the paper's datasets keeps all its rows.
+    """
+    keep = np.zeros(len(frame), dtype=bool)
+    environments = frame["environment"].to_numpy()
+    datasets = frame["dataset"].to_numpy()
+    for env in np.unique(environments):
+        in_env = environments == env
+        try:
+            wanted = set(default_datasets(str(env), "paper"))
+        except (KeyError, ValueError):
+            wanted = set()
+        on_paper_data = in_env & np.isin(datasets, list(wanted))
+        keep |= on_paper_data if on_paper_data.any() else in_env
+    return keep
+
+
+def level_order(ablation: Ablation, levels: Iterable[str]) -> list[str]:
+    """``levels`` (distinct) in the ablation's order: its registry order, numeric for horizons
+    and ensemble counts, the paper's order of dataset types."""
+    levels = list(dict.fromkeys(levels))
+    if ablation.levels:
+        order = [level.label for level in ablation.levels]
+        return [lv for lv in order if lv in levels] + [lv for lv in levels if lv not in order]
+    if ablation.factor in ("horizon", "ensemble_count"):
+        return sorted(levels, key=lambda v: int(v))
+    if ablation.factor == "dataset":
+        known = ["random", "medium-replay", "medium", "medium-expert", "expert", "1k", "10k", "100k", "1m"]
+        return sorted(levels, key=lambda v: (known.index(v) if v in known else len(known), v))
+    return levels
+
+
+def aggregate(
+    results: pd.DataFrame,
+    ablation: str | Ablation,
+    metrics: Sequence[str] = METRICS,
+    level: float = 0.95,
+    grid: GridSpec | None = None,
+) -> pd.DataFrame:
+    """Mean +- 95% t-interval half-width of each metric per (environment, level).
+
+    The samples of a cell are the runs of that environment and level: seeds x datasets (seeds
+    only for the dataset-type ablation, whose level is the dataset). Without a ``grid``, the
+    other ablations use the datasets of the paper's tables where an environment has them
+    (``1m`` for the mazes, the five locomotion datasets), so the extra maze prefixes of the
+    dataset-type ablation do not enter another ablation's default level. The interval is the
+    two-sided Student-t interval of the mean, ``t_{(1+level)/2, n-1} s / sqrt(n)``; with one
+    run it is ``nan``.
+
+    Args:
+        results: the results DataFrame (:func:`load_results`).
+        ablation: registry key or :class:`Ablation`.
+        metrics: metric columns to aggregate.
+        level: confidence level of the interval.
+        grid: restrict to the runs of this grid (``None``: every matching row).
+
+    Returns:
+        A tidy DataFrame with columns environment, factor, level, metric, mean, ci, n_samples,
+        in the ablation's level order.
+    """
+    import pandas as pd
+
+    from ..metrics import mean_confidence_interval
+
+    ablation = get_ablation(ablation)
+    for metric in metrics:
+        check_choice(metric, METRICS, "metric")
+    frame = _select(results, ablation, grid)
+    records = []
+    for env in dict.fromkeys(frame["environment"]):
+        env_rows = frame[frame["environment"] == env]
+        for lv in level_order(ablation, env_rows["level"]):
+            cell = env_rows[env_rows["level"] == lv]
+            for metric in metrics:
+                mean, half = mean_confidence_interval(cell[metric].to_numpy(dtype=np.float64), level=level)
+                records.append(
+                    {
+                        "environment": env,
+                        "factor": ablation.factor,
+                        "level": lv,
+                        "metric": metric,
+                        "mean": mean,
+                        "ci": half,
+                        "n_samples": int(len(cell)),
+                    }
+                )
+    return pd.DataFrame(records, columns=["environment", "factor", "level", "metric", "mean", "ci", "n_samples"])
+
+
+def _runs_of(
+    results: pd.DataFrame, ablation: Ablation, environment: str
+) -> dict[str, list[tuple[str, str | None, int]]]:
+    """level -> [(values file slug, horizon filter, members)] for :func:`level_risk_coverage`."""
+    frame = _select(results, ablation)
+    frame = frame[frame["environment"] == environment]
+    out: dict[str, list[tuple[str, str | None, int]]] = {}
+    for lv in level_order(ablation, frame["level"]):
+        cell = frame[frame["level"] == lv].drop_duplicates("run_id")
+        entries = []
+        for _, row in cell.iterrows():
+            run = RunSpec(
+                row["environment"], row["dataset"], int(row["seed"]), parse_configuration(row["configuration"])
+            )
+            horizon = row["horizon"] if ablation.factor == "horizon" else None
+            entries.append((run.slug, horizon, int(row["ensemble_count"])))
+        out[lv] = entries
+    return out
+
+
+def level_risk_coverage(
+    directory: str | os.PathLike,
+    ablation: str | Ablation,
+    environment: str,
+    grid_points: int = 101,
+    results: pd.DataFrame | None = None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Risk-coverage curves per level, averaged over horizons and then over runs.
+
+    For every run of a level, the exact RCC of each horizon's queries is interpolated
+    (piecewise linearly, as the curve is defined) on a common coverage grid and the horizon
+    curves are averaged; the horizon ablation uses its own horizon only. The run curves are
+    then averaged, with a 95% t-interval per grid point.
+
+    Args:
+        directory: a results directory with saved ``values/``.
+        ablation: registry key or :class:`Ablation`.
+        environment: environment name.
+        grid_points: coverage grid size on [0, 1].
+        results: the results DataFrame (read from ``directory`` when ``None``).
+
+    Returns:
+        ``{level: {"coverage": (G,), "risk": (G,), "ci": (G,), "n_runs": ()}}``.
+    """
+    from ..confidence import compute_confidence
+    from ..metrics import risk_coverage_curve
+
+    ablation = get_ablation(ablation)
+    results = load_results(directory) if results is None else results
+    coverage = np.linspace(0.0, 1.0, int(grid_points))
+    out: dict[str, dict[str, np.ndarray]] = {}
+    cache: dict[str, RunValues] = {}
+    for lv, entries in _runs_of(results, ablation, environment).items():
+        curves = []
+        for slug, horizon, members in entries:
+            if slug not in cache:
+                cache[slug] = load_run_values(directory, slug)
+            values = cache[slug]
+            name = lv if ablation.factor == "confidence" else ablation.confidence
+            prediction, confidence = compute_confidence(
+                name, values.values_a[:, :members], values.values_b[:, :members]
+            )
+            horizons = [int(horizon)] if horizon is not None else np.unique(values.horizon).tolist()
+            per_h = []
+            for h in horizons:
+                mask = values.horizon == h
+                cov, risk, _ = risk_coverage_curve(prediction[mask], values.target[mask], confidence[mask])
+                per_h.append(np.interp(coverage, cov, risk))
+            curves.append(np.mean(per_h, axis=0))
+        stack = np.asarray(curves)
+        mean = stack.mean(axis=0)
+        if len(curves) > 1:
+            from scipy import stats
+
+            half = stats.t.ppf(0.975, len(curves) - 1) * stack.std(axis=0, ddof=1) / math.sqrt(len(curves))
+        else:
+            half = np.full_like(mean, np.nan)
+        out[lv] = {"coverage": coverage, "risk": mean, "ci": half, "n_runs": np.asarray(len(curves))}
+    return out
+
+
+def level_differences(table: pd.DataFrame, ablation: str | Ablation, reference: str | None = None) -> pd.DataFrame:
+    """Each level against a reference level, per environment and metric.
+
+    The paper calls a difference significant when the two 95% intervals do not intersect
+    (Section 7); this applies the same reading to any tidy table with columns environment,
+    level, metric, mean and ci -- :func:`aggregate`'s output or :func:`paper_results`.
+
+    Args:
+        table: tidy table of means and half-widths.
+        ablation: registry key or :class:`Ablation` (for the level order).
+        reference: the level compared against (default: the ablation's first level present).
+
+    Returns:
+        DataFrame with environment, metric, reference, level, difference (level - reference),
+        separated (intervals disjoint; touching intervals and missing intervals count as not
+        separated).
+    """
+    import pandas as pd
+
+    ablation = get_ablation(ablation)
+    records = []
+    for env in dict.fromkeys(table["environment"]):
+        part = table[table["environment"] == env]
+        order = level_order(ablation, part["level"].astype(str))
+        ref = reference if reference is not None else (order[0] if order else None)
+        if ref is None or ref not in order:
+            continue
+        for metric in dict.fromkeys(part["metric"]):
+            rows = (
+                part[part["metric"] == metric]
+                .assign(level=lambda f: f["level"].astype(str))
+                .drop_duplicates("level")
+                .set_index("level")
+            )
+            if ref not in rows.index:
+                continue
+            base = rows.loc[ref]
+            for lv in order:
+                if lv == ref or lv not in rows.index:
+                    continue
+                other = rows.loc[lv]
+                # touching intervals (equal up to rounding of the printed tables) intersect
+                separated = bool(
+                    np.isfinite(base["ci"])
+                    and np.isfinite(other["ci"])
+                    and abs(other["mean"] - base["mean"]) > base["ci"] + other["ci"] + 1e-9
+                )
+                records.append(
+                    {
+                        "environment": env,
+                        "metric": metric,
+                        "reference": ref,
+                        "level": lv,
+                        "difference": float(other["mean"] - base["mean"]),
+                        "separated": separated,
+                    }
+                )
+    return pd.DataFrame(records, columns=["environment", "metric", "reference", "level", "difference", "separated"])

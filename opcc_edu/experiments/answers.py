@@ -1,0 +1,258 @@
+"""Answer functions: what one run's ensemble says about a query set, and its scores.
+
+An :data:`AnswerFunction` is the expensive part of a run: ``answer(run, progress)`` returns the
+run's (N, M) member values as :class:`RunValues`. :func:`baseline_answer_function` trains or
+loads the baseline's ensemble; :func:`synthetic_answer_function` is an instant stand-in for
+exercising the runner. :func:`score_values` turns member values into the rows of the results
+table through :func:`opcc_edu.scoring.score_values`, the one scoring function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Profile, get_profile
+from ..names import CONFIDENCES, METRICS
+from .grid import RunSpec
+from .registry import BASELINE_DEFAULTS, ensemble_count_levels
+
+__all__ = [
+    "RunValues",
+    "AnswerFunction",
+    "SCORE_KEYS",
+    "score_values",
+    "synthetic_answer_function",
+    "baseline_answer_function",
+]
+
+#: Keys of one row of :func:`score_values` (the scored columns of ``results.csv``).
+SCORE_KEYS: tuple[str, ...] = ("horizon", "confidence", "ensemble_count", "ensemble_size", *METRICS, "n")
+
+
+@dataclasses.dataclass
+class RunValues:
+    """What one run's ensemble says about a query set (N queries, M members, R runs)."""
+
+    values_a: np.ndarray
+    """(N, M) or (N, M, R) member estimates of side a's value."""
+    values_b: np.ndarray
+    """(N, M) or (N, M, R) member estimates of side b's value."""
+    target: np.ndarray
+    """(N,) true answers, 1 iff V_a < V_b."""
+    horizon: np.ndarray
+    """(N,) query horizons."""
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Anything worth keeping about the run (timings, cache hits, training loss)."""
+
+    def __post_init__(self) -> None:
+        a = np.asarray(self.values_a, dtype=np.float64)
+        b = np.asarray(self.values_b, dtype=np.float64)
+        if a.ndim == 3:
+            a = a.mean(axis=2)  # a member's estimate is its Monte-Carlo mean over R runs
+        if b.ndim == 3:
+            b = b.mean(axis=2)
+        if a.ndim != 2 or a.shape != b.shape:
+            raise ValueError(
+                "values_a and values_b must both have shape (N, M) or (N, M, R), "
+                f"got {np.shape(self.values_a)} and {np.shape(self.values_b)}"
+            )
+        n = a.shape[0]
+        target = np.asarray(self.target).astype(np.int8).reshape(-1)
+        horizon = np.asarray(self.horizon).astype(np.int64).reshape(-1)
+        if target.shape != (n,) or horizon.shape != (n,):
+            raise ValueError(f"target and horizon must have shape ({n},), got {target.shape} and {horizon.shape}")
+        if not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
+            raise ValueError("values_a and values_b must be finite (a model rollout diverged?)")
+        self.values_a, self.values_b, self.target, self.horizon = a, b, target, horizon
+
+    @property
+    def ensemble_size(self) -> int:
+        """Members M."""
+        return int(self.values_a.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.values_a.shape[0])
+
+
+#: ``answer(run, progress) -> RunValues``: the expensive part of a run.
+AnswerFunction = Callable[[RunSpec, bool], RunValues]
+
+
+def score_values(
+    values: RunValues,
+    confidences: Sequence[str] = CONFIDENCES,
+    ensemble_counts: Sequence[int] | None = None,
+    k: int = 10,
+) -> list[dict[str, Any]]:
+    """Score one run into the rows of the results table.
+
+    Every confidence function x (all queries and each horizon) x ensemble prefix, scored by
+    :func:`opcc_edu.scoring.score_values`; each row keeps the keys of :data:`SCORE_KEYS`.
+
+    Args:
+        values: the run's :class:`RunValues`.
+        confidences: keys of :data:`opcc_edu.confidence.CONFIDENCE_FUNCTIONS`.
+        ensemble_counts: prefix sizes m < M; the counts of
+            :func:`~opcc_edu.experiments.registry.ensemble_count_levels` of M when ``None``.
+        k: bins of CR_K.
+
+    Returns:
+        One dict per scored subset: horizon, confidence, ensemble_count, ensemble_size, the
+        metrics of :data:`opcc_edu.names.METRICS` and ``n``.
+    """
+    from ..scoring import score_values as score
+
+    if ensemble_counts is None:
+        ensemble_counts = [count for count, _ in ensemble_count_levels(values.ensemble_size)]
+    scores = score(
+        values.values_a, values.values_b, values.target, values.horizon, confidences, tuple(ensemble_counts), k=k
+    )
+    return [{key: row[key] for key in SCORE_KEYS} for row in scores.rows]
+
+
+def synthetic_answer_function(
+    n_queries: int = 300,
+    ensemble_size: int = 10,
+    horizons: Sequence[int] = (10, 20, 30, 40, 50),
+) -> AnswerFunction:
+    """An instant stand-in for training: member values from
+    :func:`opcc_edu.confidence.synthetic_ensemble`, one query set per (environment, dataset,
+    seed), with model error growing with the horizon.
+
+    It ignores the configuration's overrides -- synthetic values know nothing about priors or
+    model types -- so it is for exercising the runner (grids, resumption, aggregation,
+    reports) in a second, not for conclusions about the baselines.
+
+    Args:
+        n_queries: queries N per run, split evenly over ``horizons``.
+        ensemble_size: members M.
+        horizons: query horizons.
+
+    Returns:
+        An :data:`AnswerFunction`.
+    """
+    import zlib
+
+    from ..confidence import synthetic_ensemble
+
+    horizons = tuple(int(h) for h in horizons)
+    if not horizons:
+        raise ValueError("horizons must hold at least one horizon")
+    per_h = max(1, int(n_queries) // len(horizons))
+
+    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+        base = zlib.crc32(f"{run.environment}/{run.dataset}/{run.seed}".encode())
+        parts = [
+            synthetic_ensemble(per_h, ensemble_size, seed=base + h, difficulty_range=(0.2 * h, 4.0 * h))
+            for h in horizons
+        ]
+        return RunValues(
+            np.concatenate([p.values_a for p in parts]),
+            np.concatenate([p.values_b for p in parts]),
+            np.concatenate([p.target for p in parts]),
+            np.repeat(np.asarray(horizons), per_h),
+            info={"synthetic": True},
+        )
+
+    return answer
+
+
+def _baselines_module() -> Any:
+    try:
+        from .. import baselines
+    except ImportError as exc:
+        raise ImportError(
+            "the default answer function needs opcc_edu.baselines (dynamics ensembles and "
+            "rollouts); pass answer_fn= to run without it"
+        ) from exc
+    return baselines
+
+
+def baseline_answer_function(profile: Profile | str | None = None, **answer_kwargs: Any) -> AnswerFunction:
+    """The real answer function: train or load an ensemble, estimate every query's values.
+
+    Builds the baseline's ``EnsembleConfig`` from the profile,
+    :data:`~opcc_edu.experiments.registry.BASELINE_DEFAULTS`, the run's overrides and its seed,
+    and calls :func:`opcc_edu.baselines.answer_queries` (which trains through the ensemble
+    cache).
+
+    Args:
+        profile: profile whose sizes (members, widths, steps, query count) are used; the active
+            one when ``None`` (read when a run starts).
+        **answer_kwargs: passed on to ``answer_queries`` (e.g. ``device``).
+
+    Returns:
+        An :data:`AnswerFunction`.
+    """
+
+    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+        baselines = _baselines_module()
+        config = _ensemble_config(baselines, get_profile(profile), run)
+        start = time.perf_counter()
+        answers = baselines.answer_queries(
+            run.environment, run.dataset, config=config, progress=progress, **answer_kwargs
+        )
+        values = _values_from_answers(answers)
+        values.info.setdefault("seconds", time.perf_counter() - start)
+        values.info.update(_query_provenance(run.environment))
+        return values
+
+    return answer
+
+
+def _query_provenance(env_name: str) -> dict[str, Any]:
+    """SHA-256 of the shipped query set a run answered, so results name their queries."""
+    try:
+        from ..queries import query_set_path
+
+        sidecar = Path(str(query_set_path(env_name)) + ".sha256")
+        if sidecar.exists():
+            return {"queries_sha256": sidecar.read_text(encoding="utf-8").split()[0]}
+    except (ImportError, OSError, IndexError):
+        pass
+    return {}
+
+
+def _ensemble_config(baselines: Any, profile: Profile, run: RunSpec) -> Any:
+    """Adapter to ``opcc_edu.baselines.EnsembleConfig``: profile sizes + defaults + overrides."""
+    config_cls = baselines.EnsembleConfig
+    fields = {f.name for f in dataclasses.fields(config_cls)}
+    if hasattr(config_cls, "from_profile"):
+        base = config_cls.from_profile(profile)
+    else:
+        sizes = {
+            "ensemble_size": profile.ensemble_size,
+            "hidden_sizes": tuple(profile.hidden_sizes),
+            "train_steps": profile.dynamics_train_steps,
+            "batch_size": profile.batch_size,
+        }
+        base = config_cls(**{k: v for k, v in sizes.items() if k in fields})
+    settings = {**BASELINE_DEFAULTS, **dict(run.overrides), "seed": run.seed}
+    missing = sorted(set(settings) - fields)
+    if missing:
+        raise ValueError(f"EnsembleConfig has no field(s) {missing}; valid fields: {sorted(fields)}")
+    return dataclasses.replace(base, **settings)
+
+
+def _values_from_answers(answers: Any) -> RunValues:
+    """Adapter from the baselines' ``Answers`` to :class:`RunValues`."""
+    queries = getattr(answers, "queries", None)
+
+    def pick(name: str) -> Any:
+        if getattr(answers, name, None) is not None:
+            return getattr(answers, name)
+        if queries is not None and getattr(queries, name, None) is not None:
+            return getattr(queries, name)
+        raise ValueError(f"the answers object has no {name!r} (looked at answers.{name} and answers.queries.{name})")
+
+    info = {}
+    for key in ("seconds", "train_seconds", "answer_seconds", "cache_hit", "cached"):
+        if getattr(answers, key, None) is not None:
+            info[key] = getattr(answers, key)
+    return RunValues(pick("values_a"), pick("values_b"), pick("target"), pick("horizon"), info=info)

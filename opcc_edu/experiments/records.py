@@ -1,0 +1,317 @@
+"""Run records and the files they live in: atomic writes, locks, tolerant CSV tables.
+
+A :class:`RunRecord` is one finished run -- its row of ``runs.csv`` and all its rows of
+``results.csv``, as the text of their cells -- saved as one JSON file with the SHA-256 of its
+content, so that a run is written in one atomic step and a damaged file is recognised.
+:func:`atomic_write` writes a file under a temporary name beside it, flushes it to disk and
+renames it (new files get the mode the umask allows, like any other file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import hashlib
+import io
+import json
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..names import METRICS
+from .grid import run_slug
+
+__all__ = [
+    "RESULT_COLUMNS",
+    "RUN_COLUMNS",
+    "RECORD_FORMAT",
+    "ROW_KEY",
+    "StoreWarning",
+    "ResultsStoreError",
+    "RunRecord",
+    "new_record",
+    "cell",
+    "atomic_write",
+    "read_table",
+    "render_table",
+]
+
+#: Columns of ``results.csv``, one row per scored subset of one run.
+RESULT_COLUMNS: tuple[str, ...] = (
+    "environment",
+    "dataset",
+    "seed",
+    "configuration",
+    "horizon",
+    "confidence",
+    "ensemble_count",
+    "ensemble_size",
+    "aurcc",
+    "rpp",
+    "cr_k",
+    "loss",
+    "n",
+    "profile",
+    "run_id",
+)
+
+#: Columns of ``runs.csv``, one row per finished run.
+RUN_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "environment",
+    "dataset",
+    "seed",
+    "configuration",
+    "profile",
+    "n_queries",
+    "ensemble_size",
+    "seconds",
+    "finished",
+)
+
+#: ``format`` field of a run record.
+RECORD_FORMAT = "opcc_edu.ablation-run/1"
+
+_RUN_KEYS = ("environment", "dataset", "seed", "configuration", "profile", "run_id")
+ROW_KEY = ("run_id", "horizon", "confidence", "ensemble_count")
+_INTEGERS = {"seed", "ensemble_count", "ensemble_size", "n", "n_queries"}
+_FLOATS = {*METRICS, "seconds"}
+
+
+class StoreWarning(UserWarning):
+    """Something was set aside (quarantined or backed up); the message names the file."""
+
+
+class ResultsStoreError(OSError):
+    """A results directory cannot be written (read-only, no space left, ...)."""
+
+
+def cell(value: Any) -> str:
+    """Text of a value in a CSV cell, as :mod:`csv` writes it (``repr`` of a float)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _valid_fields(fields: Sequence[str], columns: Sequence[str]) -> bool:
+    if len(fields) != len(columns):
+        return False
+    try:
+        for name, text in zip(columns, fields, strict=True):
+            if name in _INTEGERS:
+                int(text)
+            elif name in _FLOATS:
+                float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+class RunRecord:
+    """One finished run: its row of ``runs.csv`` and its rows of ``results.csv`` (as text)."""
+
+    def __init__(self, run: Mapping[str, str], rows: Sequence[Sequence[str]], sequence: int) -> None:
+        self.run = {key: str(run[key]) for key in RUN_COLUMNS}
+        self.rows = tuple(tuple(str(v) for v in row) for row in rows)
+        self.sequence = int(sequence)
+        """Export order: the finishing time in ns (a run's index for converted tables)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.run["run_id"]
+
+    @property
+    def slug(self) -> str:
+        run = self.run
+        return run_slug(run["environment"], run["dataset"], run["seed"], run["configuration"])
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "format": RECORD_FORMAT,
+            "sequence": self.sequence,
+            "run": self.run,
+            "columns": list(RESULT_COLUMNS),
+            "rows": [list(row) for row in self.rows],
+        }
+
+    def to_json(self) -> bytes:
+        """The record file's bytes: the payload and the SHA-256 of its canonical JSON."""
+        payload = self._payload()
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+        payload["sha256"] = hashlib.sha256(canonical).hexdigest()
+        return (json.dumps(payload, separators=(",", ":")) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, file_name: str) -> RunRecord:
+        """Parse and check a record file; ValueError says what is wrong with it."""
+        try:
+            payload = json.loads(data)
+            digest = payload.pop("sha256")
+        except (ValueError, KeyError, AttributeError, TypeError) as exc:
+            raise ValueError(f"unparseable ({exc.__class__.__name__})") from exc
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+        if hashlib.sha256(canonical).hexdigest() != digest:
+            raise ValueError("checksum mismatch")
+        if payload.get("format") != RECORD_FORMAT or payload.get("columns") != list(RESULT_COLUMNS):
+            raise ValueError(f"not a {RECORD_FORMAT} record")
+        try:
+            record = cls(payload["run"], payload["rows"], payload["sequence"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed record ({exc.__class__.__name__})") from exc
+        run = record.run
+        if run["run_id"] != f"{run['environment']}/{run['dataset']}/seed{run['seed']}/{run['configuration']}":
+            raise ValueError("run_id does not match its fields")
+        if file_name != f"{record.slug}.json":
+            raise ValueError(f"foreign record: it holds run {record.run_id}")
+        if not _valid_fields([run[k] for k in RUN_COLUMNS], RUN_COLUMNS):
+            raise ValueError("malformed run row")
+        keys = set()
+        for row in record.rows:
+            if not _valid_fields(row, RESULT_COLUMNS):
+                raise ValueError("malformed result row")
+            named = dict(zip(RESULT_COLUMNS, row, strict=True))
+            if any(named[k] != run[k] for k in _RUN_KEYS):
+                raise ValueError(f"foreign result row (of run {named['run_id']})")
+            keys.add(tuple(named[k] for k in ROW_KEY))
+        if len(keys) != len(record.rows):
+            raise ValueError("duplicated result rows")
+        return record
+
+
+# --------------------------------------------------------------------------------------------
+# Files: atomic writes, locks, tolerant CSV reading
+# --------------------------------------------------------------------------------------------
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``: temporary file beside it, fsync, rename (mode per umask).
+
+    Raises:
+        ResultsStoreError: naming the file and the cause; ``path`` is left as it was.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            message = f"no space left on the device while writing {path}; it was left as it was"
+        else:
+            message = f"cannot write {path}: {exc.strerror or exc}"
+        raise ResultsStoreError(exc.errno, message) from exc
+    _fsync_dir(path.parent)
+
+
+class FileLock:
+    """An exclusive advisory lock on a file (``fcntl.flock``; ``filelock`` where there is none)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._fallback: Any = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            import filelock
+
+            self._fallback = filelock.FileLock(str(self.path))
+            try:
+                self._fallback.acquire(timeout=-1 if blocking else 0)
+            except filelock.Timeout:
+                return False
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fallback is not None:  # pragma: no cover - not POSIX
+            self._fallback.release()
+        elif self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+
+def read_table(path: Path, columns: Sequence[str]) -> tuple[list[list[str]], list[str], bool]:
+    """Lines of a CSV table: ``(valid rows, bad lines, header ok)``.
+
+    A line is bad when it is torn (the last line without its newline), has the wrong number of
+    fields or a non-numeric number. Blank lines are ignored.
+    """
+    if not path.exists():
+        return [], [], True
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    lines = text.split("\n")
+    tail = lines.pop()
+    if not lines:
+        return [], [tail] if tail else [], not tail
+    header_ok = lines[0] == ",".join(columns)
+    good, bad = [], [] if header_ok else [lines[0]]
+    for line in lines[1:]:
+        if not line:
+            continue
+        try:
+            fields = next(csv.reader([line]))
+        except (csv.Error, StopIteration):
+            fields = []
+        if header_ok and _valid_fields(fields, columns):
+            good.append(fields)
+        else:
+            bad.append(line)
+    if tail:
+        bad.append(tail)
+    return good, bad, header_ok
+
+
+def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """CSV text of ``rows`` under a header, one ``\\n``-terminated line each."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def new_record(run: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> RunRecord:
+    """A record from a run's ``runs.csv`` row and its ``results.csv`` rows (any values)."""
+    return RunRecord(
+        {key: cell(run[key]) for key in RUN_COLUMNS},
+        [[cell(row[key]) for key in RESULT_COLUMNS] for row in rows],
+        time.time_ns(),
+    )

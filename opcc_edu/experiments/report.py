@@ -1,0 +1,226 @@
+"""Reports: every ablation's table, ours next to the paper's, as Markdown or LaTeX.
+
+:func:`format_table` renders one :func:`~opcc_edu.experiments.paper.compare_with_paper`;
+:func:`report_text` gathers every ablation of every profile found under a results root and
+:func:`write_report` saves it as ``report.md`` or ``report.tex``. :func:`info_lines` is the
+ablation section of ``opcc-edu info``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..names import METRIC_NAMES, METRICS
+from ..utils import check_choice
+from .analysis import aggregate, find_results_root, has_results, load_results, read_meta
+from .paper import compare_with_paper
+from .records import atomic_write
+from .registry import ABLATIONS
+from .store import ResultsStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["format_table", "report_text", "write_report", "profile_directories", "info_lines"]
+
+
+def _fmt(mean: float, half: float, digits: int = 3, bound: bool = False) -> str:
+    from ..metrics import format_mean_ci
+
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    if bound:  # the paper printed "(<0.001)": keep it, do not pretend to know the half-width
+        return f"{float(mean):.{digits}f} ± (<{float(half):.{digits}f})"
+    return format_mean_ci(float(mean), float(half), digits=digits)
+
+
+def format_table(
+    comparison: pd.DataFrame,
+    metrics: Sequence[str] = METRICS,
+    fmt: str = "markdown",
+    titles: Mapping[str, str] | None = None,
+) -> str:
+    """Render :func:`compare_with_paper` as a table: per environment and level, each metric as
+    "ours" and "paper" columns.
+
+    Args:
+        comparison: output of :func:`compare_with_paper`.
+        metrics: metric columns to show.
+        fmt: ``"markdown"`` or ``"latex"``.
+        titles: display names of the levels.
+
+    Returns:
+        The table as text.
+    """
+    check_choice(fmt, ("markdown", "latex"), "format")
+    header = ["environment", "level"]
+    for metric in metrics:
+        header += [f"{METRIC_NAMES[metric]} ours", f"{METRIC_NAMES[metric]} paper"]
+    body = []
+    columns = (comparison["environment"], comparison["level"], comparison["paper_level"])
+    keys = list(dict.fromkeys(zip(*columns, strict=True)))
+    for env, lv, plv in keys:
+        cells = [env, (titles or {}).get(lv, lv) + (f" (paper {plv})" if plv != lv else "")]
+        part = comparison[
+            (comparison["environment"] == env) & (comparison["level"] == lv) & (comparison["paper_level"] == plv)
+        ]
+        for metric in metrics:
+            row = part[part["metric"] == metric]
+            if len(row):
+                r = row.iloc[0]
+                bound = bool(r["paper_ci_is_bound"]) if r["paper_ci_is_bound"] == r["paper_ci_is_bound"] else False
+                cells += [_fmt(r["ours_mean"], r["ours_ci"]), _fmt(r["paper_mean"], r["paper_ci"], bound=bound)]
+            else:
+                cells += ["–", "–"]
+        body.append(cells)
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+        return "\n".join(lines)
+
+    def tex(text: str) -> str:
+        return (
+            text.replace("\\", "\\textbackslash{}")
+            .replace("_", "\\_")
+            .replace("%", "\\%")
+            .replace("&", "\\&")
+            .replace("±", "$\\pm$")
+            .replace("↓", "$\\downarrow$")
+            .replace("↑", "$\\uparrow$")
+            .replace("<", "$<$")
+            .replace("–", "--")
+        )
+
+    lines = [
+        "\\begin{tabular}{ll" + "rr" * len(metrics) + "}",
+        "\\toprule",
+        " & ".join(tex(h) for h in header) + " \\\\",
+        "\\midrule",
+    ]
+    lines += [" & ".join(tex(c) for c in cells) + " \\\\" for cells in body]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines)
+
+
+def report_text(
+    out: str | os.PathLike | None = None, fmt: str = "markdown", profiles: Sequence[str] | None = None
+) -> str:
+    """Every ablation with results under ``out`` (one directory per profile), ours vs paper.
+
+    Args:
+        out: root of the results (default ``results/ablations``).
+        fmt: ``"markdown"`` or ``"latex"``.
+        profiles: profile directories to include (default: every one found).
+
+    Returns:
+        The report text.
+
+    Raises:
+        FileNotFoundError: when no results exist under ``out``.
+        ValueError: for an unknown format, or a profile without results (naming those with).
+    """
+    check_choice(fmt, ("markdown", "latex"), "format")
+    root = Path(out if out is not None else "results/ablations")
+    found = profile_directories(root)
+    if not found:
+        raise FileNotFoundError(
+            f"no results under {root} (expected {root}/<profile>/runs.csv); run `opcc-edu ablation NAME` first"
+        )
+    if profiles is not None:
+        for name in profiles:
+            check_choice(name, found, f"profile (results under {root})")
+        found = [p for p in found if p in set(profiles)]
+    chunks: list[str] = []
+    md = fmt == "markdown"
+
+    def heading(level: int, text: str) -> str:
+        if md:
+            return "#" * level + " " + text
+        command = {1: "section", 2: "subsection", 3: "subsubsection"}[level]
+        return f"\\{command}*{{{text}}}"
+
+    chunks.append(heading(1, "Ablations: ours next to Koul et al."))
+    chunks.append(
+        "Each cell is mean ± half-width of the 95% Student-t interval over the runs "
+        "(seeds × datasets) of that environment and level; the paper's cells are over 5 seeds "
+        "(× 5 datasets for locomotion)."
+    )
+    for profile_name in found:
+        directory = root / profile_name
+        results = load_results(directory)
+        meta = read_meta(directory)
+        chunks.append(heading(2, f"Profile {profile_name}"))
+        sessions = meta.get("sessions", [])
+        if sessions:
+            machines = sorted({s.get("machine", "") for s in sessions})
+            chunks.append(
+                f"{len(results['run_id'].unique())} runs; total wall time {meta.get('total_wall_seconds', 0):.0f} s; "
+                f"machine: {' | '.join(machines)}."
+            )
+            used = results.groupby("environment")["dataset"].agg(lambda d: ", ".join(sorted(set(d))))
+            chunks.append("Datasets: " + "; ".join(f"{env}: {names}" for env, names in used.items()) + ".")
+            commands = list(dict.fromkeys(s.get("command", "") for s in sessions))
+            chunks.append(
+                ("Commands: " if md else "Commands: ")
+                + "; ".join(f"`{c}`" if md else f"\\texttt{{{c}}}" for c in commands)
+            )
+        for ablation in ABLATIONS.values():
+            ours = aggregate(results, ablation)
+            if ours.empty:
+                continue
+            tables = ", ".join(str(t) for t in ablation.paper_tables) or "none"
+            chunks.append(heading(3, f"{ablation.title} (paper tables: {tables})"))
+            titles = {level.label: level.display for level in ablation.levels}
+            chunks.append(format_table(compare_with_paper(ours, ablation), fmt=fmt, titles=titles))
+    separator = "\n\n"
+    text = separator.join(chunks) + "\n"
+    if not md:
+        text = text.replace("95%", "95\\%").replace("×", "$\\times$").replace("±", "$\\pm$")
+    return text
+
+
+def write_report(
+    out: str | os.PathLike | None = None, fmt: str = "markdown", profiles: Sequence[str] | None = None
+) -> Path:
+    """Write :func:`report_text` to ``<out>/report.md`` or ``<out>/report.tex`` (atomically).
+
+    Args:
+        out: root of the results (default ``results/ablations``).
+        fmt: ``"markdown"`` or ``"latex"``.
+        profiles: profile directories to include (default: every one found).
+
+    Returns:
+        The path written; the report's text is its content.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`report_text`.
+    """
+    root = Path(out if out is not None else "results/ablations")
+    text = report_text(root, fmt=fmt, profiles=profiles)
+    path = root / ("report.md" if fmt == "markdown" else "report.tex")
+    atomic_write(path, text.encode())
+    return path
+
+
+def profile_directories(root: str | os.PathLike) -> list[str]:
+    """Names of the directories under ``root`` that hold results, sorted."""
+    root = Path(root)
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and has_results(p)) if root.is_dir() else []
+
+
+def info_lines() -> list[str]:
+    """The section of ``opcc-edu info``: registered ablations and committed results."""
+    lines = ["Ablations (opcc-edu ablation NAME; paper Section 7, Appendix B):"]
+    for ablation in ABLATIONS.values():
+        tables = ", ".join(map(str, ablation.paper_tables)) or "-"
+        lines.append(f"  {ablation.name:<15} factor {ablation.factor:<15} paper tables {tables}")
+    root = find_results_root()
+    if root is not None:
+        for name in profile_directories(root):
+            count = len(ResultsStore(root / name).records())
+            lines.append(f"  committed results: {root / name} ({count} runs)")
+    return lines

@@ -1,0 +1,276 @@
+"""The runner: compute every unfinished run of a grid into a results directory.
+
+:func:`run_grid` asks an answer function for each run's member values, scores them
+(:func:`~opcc_edu.experiments.answers.score_values`) and saves the run as one record of the
+:class:`~opcc_edu.experiments.store.ResultsStore` (atomic per run, safe under concurrent
+writers); an interrupted grid resumes where it stopped, and runs shared by several ablations
+are computed once. :func:`run_ablation` plans, runs and aggregates one ablation.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..config import Profile, get_profile
+from ..provenance import machine_description
+from .answers import AnswerFunction, RunValues, baseline_answer_function, score_values
+from .grid import GridSpec, RunSpec, plan_ablation
+from .records import new_record
+from .registry import Ablation, format_value, get_ablation
+from .store import ResultsStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["results_dir", "machine_description", "grid_status", "run_grid", "run_ablation"]
+
+
+def results_dir(out: str | os.PathLike | None = None, profile: Profile | str | None = None) -> Path:
+    """Directory of one profile's results: ``<out>/<profile>`` (``out`` default
+    ``results/ablations``)."""
+    return Path(out if out is not None else "results/ablations") / get_profile(profile).name
+
+
+def _check_max_runs(max_runs: int | None) -> int | None:
+    if max_runs is None:
+        return None
+    if isinstance(max_runs, bool) or not isinstance(max_runs, (int, np.integer)) or max_runs < 0:
+        raise ValueError(f"max_runs must be None or an integer >= 0, got {max_runs!r}")
+    return int(max_runs)
+
+
+def grid_status(grid: GridSpec, out_dir: str | os.PathLike) -> pd.DataFrame:
+    """Which runs of ``grid`` are finished in ``out_dir`` (read only; nothing is written).
+
+    Returns:
+        DataFrame with run_id, environment, dataset, seed, configuration and done (bool), in
+        the grid's order.
+    """
+    import pandas as pd
+
+    directory = Path(out_dir)
+    done = {record.run_id for record in ResultsStore(directory).records()} if directory.is_dir() else set()
+    rows = [
+        {
+            "run_id": run.run_id,
+            "environment": run.environment,
+            "dataset": run.dataset,
+            "seed": run.seed,
+            "configuration": run.configuration,
+            "done": run.run_id in done,
+        }
+        for run in grid.runs()
+    ]
+    return pd.DataFrame(rows, columns=["run_id", "environment", "dataset", "seed", "configuration", "done"])
+
+
+def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in info.items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            out[str(key)] = value
+    return out
+
+
+def _run_one(
+    store: ResultsStore, run: RunSpec, answer_fn: AnswerFunction, profile: Profile, progress: bool, save_values: bool
+) -> None:
+    """Answer, score and save one run (its claim is held by the caller)."""
+    from ..io import save_npz
+
+    start = time.perf_counter()
+    values: RunValues = answer_fn(run, progress)
+    base = {
+        "environment": run.environment,
+        "dataset": run.dataset,
+        "seed": run.seed,
+        "configuration": run.configuration,
+        "profile": profile.name,
+        "run_id": run.run_id,
+    }
+    rows = [{**base, **row} for row in score_values(values)]
+    if save_values:
+        arrays = {
+            "values_a": values.values_a.astype(np.float32),
+            "values_b": values.values_b.astype(np.float32),
+            "target": values.target,
+            "horizon": values.horizon,
+        }
+        overrides = {k: format_value(v) for k, v in run.overrides.items()}
+        save_npz(
+            store.directory / "values" / f"{run.slug}.npz",
+            arrays,
+            {**base, "overrides": overrides, "info": _jsonable(values.info)},
+        )
+    summary = {
+        **base,
+        "n_queries": len(values),
+        "ensemble_size": values.ensemble_size,
+        "seconds": round(time.perf_counter() - start, 2),
+        "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    store.commit(new_record(summary, rows))
+
+
+def run_grid(
+    grid: GridSpec,
+    out_dir: str | os.PathLike,
+    answer_fn: AnswerFunction | None = None,
+    profile: Profile | str | None = None,
+    progress: bool = True,
+    save_values: bool = True,
+    max_runs: int | None = None,
+    label: str = "",
+    command: str | None = None,
+) -> pd.DataFrame:
+    """Run every unfinished run of ``grid`` and save each one to ``out_dir`` as it finishes.
+
+    Each run is claimed before it starts, so several processes may share ``out_dir``: a run
+    being computed by another process is skipped here. See
+    :mod:`opcc_edu.experiments.store` for what is guaranteed on disk.
+
+    Args:
+        grid: the :class:`~opcc_edu.experiments.grid.GridSpec`.
+        out_dir: directory of the run records, ``results.csv``, ``runs.csv``, ``meta.json``
+            and ``values/``.
+        answer_fn: the :data:`~opcc_edu.experiments.answers.AnswerFunction`;
+            :func:`~opcc_edu.experiments.answers.baseline_answer_function` when ``None``.
+        profile: profile recorded with the rows; the active one when ``None``.
+        progress: show a progress bar over runs, with the current run id (and pass the flag
+            to ``answer_fn``).
+        save_values: keep each run's (N, M) member values as ``values/<run>.npz`` (needed by
+            :func:`~opcc_edu.experiments.analysis.level_risk_coverage`).
+        max_runs: stop after this many new runs (``None``: all).
+        label: name recorded in ``meta.json`` (the ablation).
+        command: command line recorded in ``meta.json`` (default: this process's argv).
+
+    Returns:
+        The whole results table (:func:`~opcc_edu.experiments.analysis.load_results` of
+        ``out_dir``) as a DataFrame.
+
+    Raises:
+        ValueError: for a negative ``max_runs``.
+        ResultsStoreError: when ``out_dir`` cannot be written (before any run) or a run
+            cannot be saved (no space left, ...); finished runs stay intact.
+    """
+    from .analysis import load_results
+
+    max_runs = _check_max_runs(max_runs)
+    profile = get_profile(profile)
+    answer_fn = answer_fn if answer_fn is not None else baseline_answer_function(profile)
+    store = ResultsStore(out_dir)
+    store.prepare()
+    done = store.finished_ids()
+    pending = [run for run in grid.runs() if run.run_id not in done]
+    started, clock = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    argv = " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])
+    session = {
+        "id": f"{started.isoformat(timespec='microseconds')}/{os.getpid()}",
+        "label": label,
+        "command": command if command is not None else argv,
+        "machine": machine_description(),
+        "profile": profile.name,
+        "started": started.isoformat(timespec="seconds"),
+        "wall_seconds": 0.0,
+        "runs_completed": 0,
+        "runs_in_grid": len(grid.runs()),
+    }
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=len(pending) if max_runs is None else min(len(pending), max_runs), desc=label or "grid", unit="run"
+        )
+    try:
+        for run in pending:
+            if max_runs is not None and session["runs_completed"] >= max_runs:
+                break
+            if bar is not None:
+                bar.set_postfix_str(run.run_id)
+            with store.claim(run.slug) as held:
+                if not held or store.has_record(run.slug):  # being computed elsewhere, or just finished
+                    continue
+                _run_one(store, run, answer_fn, profile, progress, save_values)
+            session["runs_completed"] += 1
+            session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+            store.update_meta(session)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        if session["runs_completed"]:
+            session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+            store.update_meta(session)
+    return load_results(out_dir)
+
+
+def run_ablation(
+    name: str | Ablation,
+    out: str | os.PathLike | None = None,
+    profile: Profile | str | None = None,
+    answer_fn: AnswerFunction | None = None,
+    environments: Sequence[str] | None = None,
+    datasets: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    seeds: int | Sequence[int] | None = None,
+    progress: bool = True,
+    max_runs: int | None = None,
+    command: str | None = None,
+    dry_run: bool = False,
+) -> pd.DataFrame:
+    """Plan and run one ablation, then aggregate it.
+
+    Results go to :func:`results_dir` ``(out, profile)``, shared by every ablation of the
+    profile, so runs common to several ablations are computed once.
+
+    Args:
+        name: registry key or :class:`~opcc_edu.experiments.registry.Ablation`.
+        out: results root (default ``results/ablations``).
+        profile: profile (object or name); the active one when ``None``.
+        answer_fn: see :func:`run_grid`.
+        environments, datasets, seeds: see :func:`~opcc_edu.experiments.grid.plan_ablation`.
+        progress: show a progress bar with the current run.
+        max_runs: stop after this many new runs (``None``: all).
+        command: command line recorded in ``meta.json``.
+        dry_run: run nothing and write nothing; return :func:`grid_status` of the plan.
+
+    Returns:
+        :func:`~opcc_edu.experiments.analysis.aggregate` of the ablation; with ``dry_run``,
+        the plan's runs with a ``done`` column.
+
+    Raises:
+        ValueError: for an unknown ablation, environment or dataset (naming the valid ones),
+            or a negative ``max_runs`` -- also in a dry run.
+    """
+    from .analysis import aggregate
+
+    _check_max_runs(max_runs)
+    ablation = get_ablation(name)
+    profile = get_profile(profile)
+    grid = plan_ablation(ablation, profile, environments=environments, datasets=datasets, seeds=seeds)
+    directory = results_dir(out, profile)
+    if dry_run:
+        return grid_status(grid, directory)
+    results = run_grid(
+        grid,
+        directory,
+        answer_fn=answer_fn,
+        profile=profile,
+        progress=progress,
+        max_runs=max_runs,
+        label=ablation.name,
+        command=command,
+    )
+    return aggregate(results, ablation, grid=grid)

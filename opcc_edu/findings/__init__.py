@@ -1,0 +1,74 @@
+"""Reading an ablation against the paper: committed results, level curves, verdicts, a live run.
+
+Every ablation chapter of the book tells the same story in the same order, and these are its
+steps:
+
+1. :func:`describe_plan` -- the grid of runs of the active profile and of the paper's;
+2. :func:`paper_table` -- the paper's numbers;
+3. :func:`show_committed` -- our committed results (``results/ablations/<profile>/``), one
+   :class:`AblationResults` per profile, each next to the paper's cells;
+4. :func:`draw_rccs` -- the risk-coverage curve of every level, one panel per environment;
+5. a *verdict* -- whether our runs reproduce the paper's finding. The findings differ between
+   ablations, so there is one verdict function per kind of finding, each taking the difference
+   as a parameter: :func:`trend_verdict` (horizon), :func:`contrast_verdict` (confidence, model
+   type), :func:`ensemble_size_verdict`, :func:`dataset_spread_verdict` and, for the other
+   ablations, :func:`level_difference_verdict`. :func:`report_findings` prints a verdict next to
+   :func:`level_findings`, every level difference of ours beside the paper's;
+6. :func:`run_live` -- the same ablation, live, in the active profile;
+7. :func:`comparison_explorer` -- ours against the paper, any metric, any set of results.
+
+Verdicts return their lines (a list of strings) so that they can be tested and printed alike.
+"""
+
+from .live import live_directory, live_run_problems, remove_stale_live_directories, run_live
+from .results import (
+    AblationResults,
+    comparison_explorer,
+    describe_plan,
+    display_markdown,
+    draw_comparison,
+    draw_rccs,
+    level_titles,
+    load_committed,
+    paper_table,
+    report_findings,
+    show_committed,
+    voting_prefix_explorer,
+)
+from .verdicts import (
+    Expectation,
+    agreement_summary,
+    contrast_verdict,
+    dataset_spread_verdict,
+    ensemble_size_verdict,
+    level_difference_verdict,
+    level_findings,
+    trend_verdict,
+)
+
+__all__ = [
+    "AblationResults",
+    "Expectation",
+    "agreement_summary",
+    "comparison_explorer",
+    "contrast_verdict",
+    "dataset_spread_verdict",
+    "describe_plan",
+    "display_markdown",
+    "draw_comparison",
+    "draw_rccs",
+    "ensemble_size_verdict",
+    "level_difference_verdict",
+    "level_findings",
+    "level_titles",
+    "live_directory",
+    "live_run_problems",
+    "load_committed",
+    "paper_table",
+    "remove_stale_live_directories",
+    "report_findings",
+    "run_live",
+    "show_committed",
+    "trend_verdict",
+    "voting_prefix_explorer",
+]

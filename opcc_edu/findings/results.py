@@ -1,0 +1,239 @@
+"""One ablation's results, committed or live: loading, the paper's table, curves, explorers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .. import experiments as ex
+from ..config import Profile, get_profile
+from ..names import METRICS
+from .verdicts import agreement_summary, level_findings, level_titles
+
+if TYPE_CHECKING:
+    from ipywidgets import Widget
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class AblationResults:
+    """One set of results of one ablation: a committed profile or a live run.
+
+    Attributes:
+        name: the profile's name (committed results) or ``"live"``.
+        ablation: the ablation.
+        directory: the results directory (``results.csv``, ``runs.csv``, ``values/``).
+        results: the rows of ``results.csv`` (every run, scored every way).
+        table: :func:`opcc_edu.experiments.aggregate` -- mean and 95% interval per cell.
+        comparison: :func:`opcc_edu.experiments.compare_with_paper` of ``table``.
+        grid: the grid that was run (live runs; ``None`` for committed results).
+        seconds: wall time of the live run (``None`` for committed results).
+    """
+
+    name: str
+    ablation: ex.Ablation
+    directory: Path
+    results: pd.DataFrame
+    table: pd.DataFrame
+    comparison: pd.DataFrame
+    grid: ex.GridSpec | None = None
+    seconds: float | None = None
+
+
+def display_markdown(text: str) -> None:
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+
+
+# --------------------------------------------------------------------------------------------
+# The plan, the paper's numbers, our committed results
+# --------------------------------------------------------------------------------------------
+def describe_plan(ablation: str | ex.Ablation, profile: Profile | str | None = None) -> ex.GridSpec:
+    """Print an ablation's factor and its grid of runs in ``profile`` and in the paper profile.
+
+    Returns:
+        The grid of ``profile`` (default: the active one).
+    """
+    ablation = ex.get_ablation(ablation)
+    profile = get_profile(profile)
+    grid = ex.plan_ablation(ablation, profile)
+    print(f"{ablation.title}: factor {ablation.factor!r}, confidence function {ablation.confidence.upper()}")
+    print(
+        f"profile {profile.name}: {len(grid)} runs = {len(grid.environments)} environment(s) x datasets x "
+        f"{len(grid.seeds)} seed(s) x {len(grid.configurations)} configuration(s)"
+    )
+    for run in grid.runs():
+        print("  ", run.run_id)
+    print(f"the paper profile needs {len(ex.plan_ablation(ablation, 'paper'))} runs")
+    return grid
+
+
+def paper_table(ablation: str | ex.Ablation) -> pd.DataFrame | None:
+    """The paper's means of an ablation, one row per (table, environment, level), one column per metric.
+
+    Returns:
+        The wide table, or ``None`` (after saying so) when the paper reports no table.
+    """
+    paper = ex.paper_results(ablation)
+    if paper.empty:
+        print("The paper reports no table for this ablation.")
+        return None
+    wide = paper.pivot_table(index=["table", "environment", "paper_level"], columns="metric", values="mean", sort=False)
+    return wide[list(METRICS)]
+
+
+def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) -> dict[str, AblationResults]:
+    """Every committed profile that holds ``ablation``, largest first.
+
+    Args:
+        ablation: registry key or :class:`~opcc_edu.experiments.Ablation`.
+        root: the ``results/ablations`` directory (default: the repository's, if present).
+
+    Returns:
+        profile name -> :class:`AblationResults` (empty when nothing is committed).
+    """
+    ablation = ex.get_ablation(ablation)
+    committed = {}
+    for directory in ex.committed_profiles(root, ablation=ablation):
+        results = ex.load_results(directory)
+        table = ex.aggregate(results, ablation)
+        comparison = ex.compare_with_paper(table, ablation)
+        committed[directory.name] = AblationResults(
+            directory.name, ablation, Path(directory), results, table, comparison
+        )
+    return committed
+
+
+def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) -> dict[str, AblationResults]:
+    """Show every committed profile of an ablation: runs, compute, machine, commands, the table.
+
+    Each table cell is ours next to the paper's (:func:`opcc_edu.experiments.format_table`).
+
+    Returns:
+        :func:`load_committed`'s mapping.
+    """
+    committed = load_committed(ablation, root)
+    for name, entry in committed.items():
+        used = set(ex.ablation_rows(entry.results, entry.ablation)["run_id"])
+        runs = ex.load_runs(entry.directory)
+        sessions = ex.read_meta(entry.directory).get("sessions", [])
+        seconds = runs[runs["run_id"].isin(used)]["seconds"].sum()
+        display_markdown(f"**Profile `{name}`** — {len(used)} runs, {seconds:.0f} s of compute")
+        print("machine:", "; ".join(sorted({s["machine"] for s in sessions})))
+        for command in dict.fromkeys(s["command"] for s in sessions if s.get("label") == entry.ablation.name):
+            print("  ", command)
+        display_markdown(ex.format_table(entry.comparison, titles=level_titles(entry.ablation)))
+    if not committed:
+        print("No committed results found (they live in the repository under results/ablations/).")
+    return committed
+
+
+def draw_rccs(entry: AblationResults, title_prefix: str | None = None, columns: int = 2) -> Figure:
+    """Risk-coverage curves of every level, averaged over runs, one panel per environment.
+
+    Args:
+        entry: the results (their run values are read from ``entry.directory``).
+        title_prefix: panel titles are ``"<prefix>: <environment>"`` (default: ``entry.name``).
+        columns: panels per row at most (the figure is as wide as the book's page).
+
+    Returns:
+        The matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..plotting import figure_size, plot_level_risk_coverage
+
+    prefix = entry.name if title_prefix is None else title_prefix
+    titles = level_titles(entry.ablation)
+    envs = list(dict.fromkeys(ex.aggregate(entry.results, entry.ablation)["environment"]))
+    cols = max(1, min(columns, len(envs)))
+    rows = max(1, -(-len(envs) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=figure_size(cols, rows, panel_aspect=0.74), squeeze=False)
+    for ax, env in zip(axes.flat, envs, strict=False):
+        curves = ex.level_risk_coverage(entry.directory, entry.ablation, env, results=entry.results)
+        plot_level_risk_coverage(curves, ax=ax, title=f"{prefix}: {env}", titles=titles)
+    for ax in list(axes.flat)[len(envs) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def report_findings(entry: AblationResults, verdict: Sequence[str]) -> pd.DataFrame:
+    """Show one set of results' verdict, its :func:`level_findings` table and their agreement.
+
+    Args:
+        entry: the results.
+        verdict: the lines of a verdict function applied to ``entry.table``.
+
+    Returns:
+        The :func:`level_findings` table.
+    """
+    from IPython.display import display
+
+    found = level_findings(entry.table, entry.ablation)
+    display_markdown(f"**Profile `{entry.name}`**")
+    for line in verdict:
+        print(line)
+    display(found.round(4))
+    for line in agreement_summary(found):
+        print(line)
+    return found
+
+
+def draw_comparison(entry: AblationResults, metric: str = "aurcc", ax: Axes | None = None) -> Axes:
+    """Bars of ours against the paper for one metric, titled with the ablation and the results' name."""
+    from ..plotting import plot_comparison
+
+    ax = plot_comparison(entry.comparison, metric, ax=ax, titles=level_titles(entry.ablation))
+    ax.set_title(f"{entry.ablation.title}: ours ({entry.name}) vs paper")
+    return ax
+
+
+def comparison_explorer(sources: Mapping[str, AblationResults]) -> Widget:
+    """Show AURCC of the first results against the paper, and return a picker of metric and results.
+
+    Args:
+        sources: results by name (committed profiles, ``"live"``); all of one ablation.
+
+    Returns:
+        The ``ipywidgets`` widget (display it in a notebook).
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    if not sources:
+        raise ValueError("sources must hold at least one set of results")
+    first = next(iter(sources))
+
+    def show(metric: str = "aurcc", source: str = first) -> None:
+        draw_comparison(sources[source], metric)
+        plt.show()
+
+    show()
+    return widgets.interactive(
+        show,
+        metric=widgets.Dropdown(options=list(METRICS), value="aurcc", description="metric"),
+        source=widgets.Dropdown(options=list(sources), value=first, description="results"),
+    )
+
+
+def voting_prefix_explorer(values: ex.RunValues) -> Widget:
+    """Show :func:`opcc_edu.plotting.plot_voting_prefix` for the whole ensemble; return a slider over members."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from ..plotting import plot_voting_prefix
+
+    def show(m: int = values.ensemble_size) -> None:
+        plot_voting_prefix(values, m)
+        plt.show()
+
+    show()
+    size = values.ensemble_size
+    return widgets.interactive(show, m=widgets.IntSlider(value=size, min=1, max=size, step=1, description="members m"))

@@ -1,0 +1,57 @@
+"""Every figure of the package: one ``plot_*(..., ax=None) -> Axes`` function per picture.
+
+* :mod:`.style` -- the book's style (:func:`use_book_style`) and page-sized figures.
+* :mod:`.benchmark` -- maze drawings, query value scatter, value gaps, one query's two sides,
+  the query explorer.
+* :mod:`.selective` -- risk-coverage curves, per-level curves of an ablation, ours against the
+  paper, ensemble voting with the first m members.
+* :mod:`.data` -- offline datasets: query-to-dataset distances, maze visitation, state scatter.
+
+Every function that draws takes ``ax=None`` (or ``axes=None``) and returns what it drew on, so
+figures compose in notebooks. matplotlib is imported by the functions, not by this package, and
+no low-level module (metrics, confidence, config) imports this package.
+"""
+
+from .benchmark import (
+    ANSWER_COLORS,
+    SIDE_COLORS,
+    draw_maze,
+    maze_geometry,
+    plot_gap_histogram,
+    plot_query,
+    plot_start_frames,
+    plot_value_scatter,
+    query_explorer,
+    query_trajectories,
+    render_states,
+)
+from .data import plot_maze_visitation, plot_query_distances, plot_state_visitation
+from .selective import plot_comparison, plot_level_risk_coverage, plot_risk_coverage, plot_voting_prefix
+from .style import BOOK_STYLE, MIN_FONT_SIZE, PAGE_WIDTH, figure_size, new_axes, use_book_style
+
+__all__ = [
+    "ANSWER_COLORS",
+    "BOOK_STYLE",
+    "MIN_FONT_SIZE",
+    "PAGE_WIDTH",
+    "SIDE_COLORS",
+    "draw_maze",
+    "figure_size",
+    "maze_geometry",
+    "new_axes",
+    "plot_comparison",
+    "plot_gap_histogram",
+    "plot_level_risk_coverage",
+    "plot_maze_visitation",
+    "plot_query",
+    "plot_query_distances",
+    "plot_risk_coverage",
+    "plot_start_frames",
+    "plot_state_visitation",
+    "plot_value_scatter",
+    "plot_voting_prefix",
+    "query_explorer",
+    "query_trajectories",
+    "render_states",
+    "use_book_style",
+]

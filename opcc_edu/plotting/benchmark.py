@@ -1,0 +1,402 @@
+"""Figures of the benchmark: maze layouts, query scatter plots, value gaps, query trajectories.
+
+Every ``plot_*`` function takes ``ax=None`` (or ``axes=None``) and returns what it drew on, so
+figures compose in notebooks. :func:`query_explorer` wraps :func:`plot_query` in an ipywidgets
+picker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .style import PAGE_WIDTH, figure_size
+
+if TYPE_CHECKING:
+    from ipywidgets import Widget
+    from matplotlib.axes import Axes
+
+    from ..simulate import Trajectories
+
+ANSWER_COLORS = {0: "tab:orange", 1: "tab:blue"}
+"""Scatter colours: target 1 (V_a < V_b) blue, target 0 orange."""
+SIDE_COLORS = {"a": "tab:red", "b": "tab:green"}
+"""Trajectory colours of the two sides of a query."""
+
+
+def _get_spec(env_name: str) -> Any:
+    """:func:`opcc_edu.envs.get_spec`, imported on first use (the simulator stays unloaded until then)."""
+    from ..envs import get_spec as spec
+
+    return spec(env_name)
+
+
+def _value_unit(env_name: str) -> str:
+    return "steps in goal" if _get_spec(env_name).is_maze else "return"
+
+
+def maze_geometry(env_name: str) -> dict[str, Any]:
+    """Cell centres, walls and goal of a maze in the environment's frame (1 cell = 1 m).
+
+    gymnasium-robotics centres the maze on the origin: cell (row, col) has centre
+    ``x = col + 0.5 - n_cols / 2``, ``y = n_rows / 2 - row - 0.5``.
+
+    Returns:
+        dict with ``walls`` (W, 2) and ``free`` (F, 2) cell centres, ``goal`` (2,), ``extent``
+        (xmin, xmax, ymin, ymax).
+    """
+    spec = _get_spec(env_name)
+    if not spec.is_maze:
+        raise ValueError(f"env_name must be a maze, got {env_name!r}")
+    layout = np.asarray(spec.maze_map)
+    rows, cols = layout.shape
+
+    def centre(r, c):
+        return np.stack([np.asarray(c) + 0.5 - cols / 2, rows / 2 - np.asarray(r) - 0.5], axis=-1)
+
+    walls = centre(*np.nonzero(layout == 1))
+    free = centre(*np.nonzero(layout == 0))
+    goal = centre(*spec.goal_cell)
+    return {"walls": walls, "free": free, "goal": goal, "extent": (-cols / 2, cols / 2, -rows / 2, rows / 2)}
+
+
+def draw_maze(env_name: str, ax: Axes | None = None) -> Axes:
+    """Draw a maze top-down: walls, free cells, the goal region; axes in metres.
+
+    Args:
+        env_name: a maze (``maze2d-open``, ``-umaze``, ``-medium``, ``-large``).
+        ax: matplotlib Axes (default: a new figure).
+
+    Returns:
+        The Axes.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Circle, Rectangle
+
+    from ..envs import GOAL_RADIUS
+
+    geometry = maze_geometry(env_name)
+    if ax is None:
+        _, ax = plt.subplots(figsize=figure_size(width=0.55 * PAGE_WIDTH, panel_aspect=1.0))
+    for x, y in geometry["free"]:
+        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="white", edgecolor="0.9", lw=0.5))
+    for x, y in geometry["walls"]:
+        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="0.35", edgecolor="0.35"))
+    goal = geometry["goal"]
+    ax.add_patch(Circle(goal, GOAL_RADIUS, facecolor="gold", edgecolor="darkgoldenrod", alpha=0.6, label="goal region"))
+    xmin, xmax, ymin, ymax = geometry["extent"]
+    ax.set_xlim(xmin, xmax)
+    ax.set_ylim(ymin, ymax)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.set_title(env_name)
+    return ax
+
+
+def plot_value_scatter(
+    queries: Any, horizons: Sequence[int] | None = None, axes: Any = None, max_points: int | None = None, seed: int = 0
+) -> np.ndarray:
+    """The paper's Figure 4/7: V^pi(s, h) against V^pi_hat(s_hat, h), one panel per horizon.
+
+    Points are coloured by the answer; the grey band around the diagonal is the region the
+    ambiguity filter removed (its half-width is the gap threshold of that horizon).
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet`.
+        horizons: horizons to show (default: all present).
+        axes: a sequence of Axes, one per horizon (default: a new row of panels).
+        max_points: draw at most this many points per panel (a random subset).
+        seed: seeds that subset.
+
+    Returns:
+        The array of Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..queries import gap_threshold
+
+    horizons = list(queries.horizons if horizons is None else horizons)
+    if axes is None:
+        size = figure_size(columns=len(horizons), panel_aspect=1.15)
+        _, axes = plt.subplots(1, len(horizons), figsize=size, squeeze=False, layout="constrained")
+        axes = axes[0]
+    axes = np.atleast_1d(np.asarray(axes, dtype=object))
+    if len(axes) != len(horizons):
+        raise ValueError(f"axes must hold one Axes per horizon ({len(horizons)}), got {len(axes)}")
+    rng = np.random.default_rng(seed)
+    unit = _value_unit(queries.env_name)
+    for ax, h in zip(axes, horizons, strict=True):
+        sub = queries.by_horizon(h)
+        rows = np.arange(len(sub))
+        if max_points is not None and len(rows) > max_points:
+            rows = np.sort(rng.choice(len(rows), max_points, replace=False))
+        lo = min(sub.value_a.min(), sub.value_b.min())
+        hi = max(sub.value_a.max(), sub.value_b.max())
+        pad = 0.05 * (hi - lo + 1e-9)
+        line = np.array([lo - pad, hi + pad])
+        width = gap_threshold(queries.env_name, h)
+        ax.fill_between(line, line - width, line + width, color="0.85", lw=0, label="removed (ambiguous)")
+        ax.plot(line, line, color="0.5", lw=0.8, ls="--")
+        for answer in (1, 0):
+            mask = sub.target[rows] == answer
+            label = "$V^{\\pi} < V^{\\hat\\pi}$" if answer == 1 else "$V^{\\pi} > V^{\\hat\\pi}$"
+            ax.scatter(
+                sub.value_a[rows][mask],
+                sub.value_b[rows][mask],
+                s=6,
+                alpha=0.6,
+                color=ANSWER_COLORS[answer],
+                label=label,
+            )
+        ax.set_xlim(line)
+        ax.set_ylim(line)
+        ax.set_aspect("equal")
+        ax.set_title(f"h = {h} ({len(sub)} queries)")
+        ax.set_xlabel(f"$V^{{\\pi}}(s, h)$ ({unit})")
+    axes[0].set_ylabel(f"$V^{{\\hat\\pi}}(\\hat s, h)$ ({unit})")
+    axes[0].legend(loc="upper left", markerscale=2)
+    return axes
+
+
+def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log: bool = False) -> Axes:
+    """Histogram of the value gaps |V_a - V_b|, one outline per horizon.
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet`.
+        ax: matplotlib Axes (default: a new figure).
+        bins: number of bins shared by all horizons.
+        log: logarithmic count axis.
+
+    Returns:
+        The Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    from ..queries import gap_threshold
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figure_size(width=0.75 * PAGE_WIDTH, panel_aspect=0.64))
+    gaps = queries.gap
+    edges = np.linspace(0.0, gaps.max() if len(gaps) else 1.0, bins + 1)
+    cmap = plt.get_cmap("viridis")
+    horizons = queries.horizons
+    for i, h in enumerate(horizons):
+        color = cmap(i / max(len(horizons) - 1, 1))
+        ax.hist(gaps[queries.horizon == h], bins=edges, histtype="step", lw=1.4, color=color, label=f"h = {h}", log=log)
+        ax.axvline(gap_threshold(queries.env_name, h), color=color, lw=0.8, ls=":")
+    unit = _value_unit(queries.env_name)
+    ax.set_xlabel(f"value gap $|V^{{\\pi}}(s,h) - V^{{\\hat\\pi}}(\\hat s,h)|$ ({unit})")
+    ax.set_ylabel("queries")
+    ax.set_title(f"{queries.env_name}: value gaps (dotted: filter threshold)")
+    ax.legend()
+    return ax
+
+
+# --------------------------------------------------------------------------------------------
+# One query, both sides simulated
+# --------------------------------------------------------------------------------------------
+
+
+def query_trajectories(queries: Any, index: int, policies: Sequence[Any] | None = None) -> Trajectories:
+    """Simulate both sides of one query step by step.
+
+    Returns:
+        :class:`opcc_edu.simulate.Trajectories` with two rows (side a, side b).
+    """
+    from ..simulate import simulate_trajectories
+
+    if not 0 <= int(index) < len(queries):
+        raise ValueError(f"index must lie in [0, {len(queries)}), got {index!r}")
+    if policies is None:
+        from ..policies import load_policies
+
+        policies = load_policies(queries.env_name)
+    i = int(index)
+    return simulate_trajectories(
+        queries.env_name,
+        np.stack([queries.state_a[i], queries.state_b[i]]),
+        policies,
+        np.array([queries.policy_a[i], queries.policy_b[i]]) - 1,
+        int(queries.horizon[i]),
+        np.stack([queries.action_a[i], queries.action_b[i]]),
+    )
+
+
+def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, axes: Any = None) -> np.ndarray:
+    """Both sides of one query: their paths and their accumulated rewards.
+
+    Mazes: a top-down drawing with the two simulated paths (start marked by a circle) and the
+    cumulative reward. Locomotion: the root's x position and height, and the cumulative reward,
+    against the step (the start states' body pose is in the simulator state; see
+    :func:`render_states` for pictures where OpenGL is available).
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet`.
+        index: which query.
+        policies: the policies of its levels (default: the shipped ones).
+        axes: Axes to draw on (2 for mazes, 3 for locomotion; default: a new figure).
+
+    Returns:
+        The array of Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    spec = _get_spec(queries.env_name)
+    n_axes = 2 if spec.is_maze else 3
+    if axes is None:
+        _, axes = plt.subplots(1, n_axes, figsize=figure_size(columns=n_axes, panel_aspect=0.86), layout="constrained")
+    axes = np.atleast_1d(np.asarray(axes, dtype=object))
+    if len(axes) != n_axes:
+        raise ValueError(f"axes must hold {n_axes} Axes for {queries.env_name}, got {len(axes)}")
+    traj = query_trajectories(queries, index, policies)
+    i = int(index)
+    h = int(queries.horizon[i])
+    labels = {}
+    for side in "ab":
+        policy = int(getattr(queries, f"policy_{side}")[i])
+        value = float(getattr(queries, f"value_{side}")[i])
+        labels[side] = f"side {side}: policy {policy}, V = {value:.1f}"
+    steps = np.arange(h + 1)
+    cumulative = np.concatenate([np.zeros((2, 1)), np.cumsum(np.nan_to_num(traj.rewards), axis=1)], axis=1)
+    valid = np.concatenate([np.ones((2, 1), dtype=bool), traj.valid], axis=1)
+    if spec.is_maze:
+        draw_maze(queries.env_name, ax=axes[0])
+        for row, side in enumerate("ab"):
+            xy = traj.observations[row, valid[row], :2]
+            axes[0].plot(xy[:, 0], xy[:, 1], color=SIDE_COLORS[side], lw=1.5, label=labels[side])
+            axes[0].plot(*xy[0], "o", color=SIDE_COLORS[side], ms=6)
+            axes[0].plot(*xy[-1], "x", color=SIDE_COLORS[side], ms=6)
+        axes[0].legend(loc="lower left")
+        reward_ax = axes[1]
+    else:
+        for row, side in enumerate("ab"):
+            states = traj.states[row]
+            axes[0].plot(steps[valid[row]], states[valid[row], 0], color=SIDE_COLORS[side], label=labels[side])
+            axes[1].plot(steps[valid[row]], states[valid[row], 1], color=SIDE_COLORS[side])
+        axes[0].set_xlabel("step")
+        axes[0].set_ylabel("root x position (m)")
+        axes[0].legend()
+        axes[1].set_xlabel("step")
+        axes[1].set_ylabel("root height (m)" if spec.name != "halfcheetah" else "root z (m)")
+        reward_ax = axes[2]
+    for row, side in enumerate("ab"):
+        reward_ax.step(
+            steps[valid[row]], cumulative[row, valid[row]], where="post", color=SIDE_COLORS[side], label=labels[side]
+        )
+    reward_ax.set_xlabel("step")
+    reward_ax.set_ylabel(f"cumulative reward ({_value_unit(queries.env_name)})")
+    answer = "V_a < V_b" if queries.target[i] else "V_a > V_b"
+    form = "same start state" if queries.same_state[i] else "two start states"
+    reward_ax.set_title(f"query {i}: h = {h}, {form}, {answer}")
+    reward_ax.legend()
+    return axes
+
+
+def render_states(env_name: str, states: np.ndarray, width: int = 240, height: int = 240) -> np.ndarray | None:
+    """Rendered pictures of simulator states, or None where MuJoCo cannot open OpenGL.
+
+    Locomotion bodies are drawn at forward position 0 (their pose, not their distance
+    travelled). Rendering needs an OpenGL backend: set ``MUJOCO_GL=egl`` (GPU or Mesa EGL) or ``osmesa``
+    before MuJoCo is first imported. Without one this returns None instead of failing.
+
+    Args:
+        env_name: environment.
+        states: (N, S) simulator states.
+
+    Returns:
+        (N, height, width, 3) uint8 images, or None.
+    """
+    from ..envs import make_env, set_state
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    try:
+        env = make_env(env_name, render_mode="rgb_array")
+        core = env.unwrapped
+        renderer = getattr(getattr(core, "core", core), "mujoco_renderer", None)
+        if renderer is not None:
+            renderer.width, renderer.height = width, height
+        env.reset(seed=0)
+        images = []
+        for state in np.array(states, dtype=np.float64):
+            if not _get_spec(env_name).is_maze:
+                # The pose does not depend on the forward position, and the default cameras
+                # of Hopper and Walker2d look at the origin: move the body there.
+                state[0] = 0.0
+            set_state(env, state)
+            images.append(np.asarray(env.render()))
+        env.close()
+        return np.stack(images)
+    except Exception:  # any OpenGL/EGL failure means "no pictures here"
+        return None
+
+
+def plot_start_frames(queries: Any, index: int, axes: Any = None) -> np.ndarray | None:
+    """Rendered pictures of the two start states of a query (locomotion), if OpenGL works.
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet`.
+        index: which query.
+        axes: two Axes (default: a new figure).
+
+    Returns:
+        The array of two Axes, or None when no OpenGL backend is available
+        (see :func:`render_states`).
+    """
+    import matplotlib.pyplot as plt
+
+    i = int(index)
+    images = render_states(queries.env_name, np.stack([queries.state_a[i], queries.state_b[i]]))
+    if images is None:
+        return None
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=figure_size(columns=2, width=0.7 * PAGE_WIDTH, panel_aspect=1.0))
+    axes = np.atleast_1d(np.asarray(axes, dtype=object))
+    for ax, image, side in zip(axes, images, "ab", strict=True):
+        ax.imshow(image)
+        ax.set_title(f"start of side {side}", color=SIDE_COLORS[side])
+        ax.axis("off")
+    return axes
+
+
+def query_explorer(queries: Any, policies: Sequence[Any] | None = None, frames: bool = False) -> Widget:
+    """An ipywidgets picker over the queries: choose a horizon and a query, see both sides.
+
+    Args:
+        queries: a :class:`opcc_edu.queries.QuerySet`.
+        policies: the policies of its levels (default: the shipped ones).
+        frames: also show rendered start states (locomotion; needs an OpenGL backend such as
+            ``MUJOCO_GL=egl``, silently skipped without one).
+
+    Returns:
+        The ``ipywidgets`` widget (display it in a notebook).
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    if policies is None:
+        from ..policies import load_policies
+
+        policies = load_policies(queries.env_name)
+    horizon = widgets.Dropdown(options=["all", *queries.horizons], value="all", description="horizon")
+    number = widgets.IntSlider(value=0, min=0, max=len(queries) - 1, description="query")
+
+    def update_range(change):
+        count = len(queries) if change["new"] == "all" else int((queries.horizon == change["new"]).sum())
+        number.max = count - 1
+        number.value = min(number.value, number.max)
+
+    horizon.observe(update_range, names="value")
+
+    def show(h, k):
+        rows = np.arange(len(queries)) if h == "all" else np.flatnonzero(queries.horizon == h)
+        if frames and not _get_spec(queries.env_name).is_maze:
+            plot_start_frames(queries, int(rows[k]))
+            plt.show()
+        plot_query(queries, int(rows[k]), policies)
+        plt.show()
+
+    return widgets.interactive(show, h=horizon, k=number)

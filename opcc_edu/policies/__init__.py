@@ -1,0 +1,125 @@
+"""Query policies and behaviour policies: small MLP actors, PPO training, export, evaluation.
+
+The OPCC benchmark compares four hand-picked policies of distinct quality per environment
+(paper Section 4, step 1; their returns are in Table 9). Here they are trained with PPO from
+stable-baselines3 and exported to :class:`Actor`, a plain torch module, so that *using* them
+needs neither stable-baselines3 nor pickle: weights are safetensors files under
+``opcc_edu/assets/policies/<env>/level<k>.safetensors``.
+
+One concept per module:
+
+* :mod:`~opcc_edu.policies.actor` -- :class:`Actor`, :class:`StackedActors`, :func:`save_actor`,
+  :func:`load_actor`.
+* :mod:`~opcc_edu.policies.shaping` -- :class:`MazeDistance`, the mazes' dense training reward.
+* :mod:`~opcc_edu.policies.ppo` -- :class:`PPOConfig` and :func:`train_ppo` (deterministic,
+  checkpointed, with a per-transition callback) and :func:`actor_from_sb3`.
+* :mod:`~opcc_edu.policies.evaluation` -- :func:`evaluate_actor`, :func:`evaluate_checkpoints`.
+* :mod:`~opcc_edu.policies.levels` -- candidate checkpoints and the choice of quality levels.
+* :mod:`~opcc_edu.policies.assets` -- loading the shipped policies and their records.
+* :mod:`~opcc_edu.policies.table` -- the paper's Table 9 and the ``opcc-edu info`` section.
+* :mod:`~opcc_edu.policies.replay` -- :func:`replay_behavior_run` (rebuilds medium-replay).
+* :mod:`~opcc_edu.policies.build` -- :func:`build_query_policies`,
+  :func:`build_behavior_policies`: the recipes behind ``opcc-edu build policies ENV``.
+
+Training details that differ from the original benchmark (documented, deliberate): the Gaussian
+PPO policy acts through ``tanh``, so the deterministic ``tanh(mean)`` is exactly what
+:class:`Actor` computes; mazes train on a dense shortest-path reward and are evaluated on the
+benchmark's sparse reward.
+"""
+
+from ..utils import single_threaded
+from .actor import OBS_CLIP, Actor, StackedActors, load_actor, save_actor
+from .assets import (
+    ASSETS_DIR,
+    BEHAVIOR_FILE,
+    BEHAVIOR_KINDS,
+    POLICY_LEVELS,
+    POLICY_TABLE_FILE,
+    behavior_info,
+    behavior_policy_path,
+    behavior_train_args,
+    load_behavior_policy,
+    load_policies,
+    load_policy,
+    policy_checksums,
+    policy_path,
+    policy_table,
+    policy_table_records,
+)
+from .build import (
+    BEHAVIOR_SEED,
+    QUERY_POLICY_SEED,
+    build_behavior_policies,
+    build_query_policies,
+    describe_behavior_policies,
+    describe_query_policies,
+)
+from .evaluation import EVAL_EPISODES, EVAL_SEED, CheckpointReturns, evaluate_actor, evaluate_checkpoints
+from .levels import checkpoint_plan, checkpoint_schedule, select_levels, select_medium
+from .ppo import (
+    RUN_FORMAT,
+    TRAINING_PACKAGES,
+    PPOConfig,
+    TransitionCallback,
+    actor_from_sb3,
+    default_ppo_config,
+    round_up_to_multiple,
+    train_ppo,
+    training_package_versions,
+)
+from .replay import replay_behavior_run
+from .shaping import MazeDistance
+from .table import PAPER_TABLE9, info_lines, paper_policy_table
+
+__all__ = [
+    "ASSETS_DIR",
+    "BEHAVIOR_FILE",
+    "BEHAVIOR_KINDS",
+    "BEHAVIOR_SEED",
+    "EVAL_EPISODES",
+    "EVAL_SEED",
+    "OBS_CLIP",
+    "PAPER_TABLE9",
+    "POLICY_LEVELS",
+    "POLICY_TABLE_FILE",
+    "QUERY_POLICY_SEED",
+    "RUN_FORMAT",
+    "TRAINING_PACKAGES",
+    "Actor",
+    "CheckpointReturns",
+    "MazeDistance",
+    "PPOConfig",
+    "StackedActors",
+    "TransitionCallback",
+    "actor_from_sb3",
+    "behavior_info",
+    "behavior_policy_path",
+    "behavior_train_args",
+    "build_behavior_policies",
+    "build_query_policies",
+    "checkpoint_plan",
+    "checkpoint_schedule",
+    "default_ppo_config",
+    "describe_behavior_policies",
+    "describe_query_policies",
+    "evaluate_actor",
+    "evaluate_checkpoints",
+    "info_lines",
+    "load_actor",
+    "load_behavior_policy",
+    "load_policies",
+    "load_policy",
+    "paper_policy_table",
+    "policy_checksums",
+    "policy_path",
+    "policy_table",
+    "policy_table_records",
+    "replay_behavior_run",
+    "round_up_to_multiple",
+    "save_actor",
+    "select_levels",
+    "select_medium",
+    "single_threaded",
+    "train_ppo",
+    "training_package_versions",
+]

@@ -1,0 +1,272 @@
+"""Building a labelled query set by the paper's recipe (Section 4.2, steps 2-4).
+
+1. Candidate start states: every state visited by episodes of the random policy, of each
+   query policy, of each query policy mixed with random actions (half of the steps), and of
+   each query policy with Gaussian action noise (:func:`opcc_edu.queries.collect_start_states`).
+2. Candidate queries for each horizon: half of the form ``(s, pi, s, pi_hat, h)`` and half
+   ``(s, pi, s_hat, pi_hat, h)``, with a random policy pair and random first actions
+   (:func:`opcc_edu.queries.pairs.draw_candidates`).
+3. Monte-Carlo labels in the simulator (:func:`opcc_edu.queries.labelling.label_candidates`).
+4. Ambiguous queries are dropped (:func:`opcc_edu.queries.gap_threshold`). Then queries are
+   drawn at random, the same number per horizon and, where possible, per form; rounds of fresh
+   candidates are added until every horizon has enough survivors
+   (:class:`opcc_edu.queries.selection.SurvivorPool`).
+
+The result is a deterministic function of the seed, the recipe and the policies.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..envs import get_spec
+from ..utils import single_threaded
+from .filtering import gap_rule, unambiguous
+from .labelling import label_candidates, observations
+from .metadata import CALLER_POLICIES, policy_checksums, query_set_metadata
+from .pairs import Candidates, draw_candidates
+from .queryset import QuerySet
+from .recipe import DEFAULT_N_QUERIES, DEFAULT_SEED, QueryRecipe
+from .selection import SurvivorPool
+from .shipped import query_set_path
+from .starts import StartStates, collect_start_states
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _env_seed(seed: int, env_name: str) -> np.random.SeedSequence:
+    # Different environments get unrelated streams from one user-facing seed.
+    return np.random.SeedSequence([int(seed), zlib.crc32(env_name.encode())])
+
+
+def _filtered_rounds(
+    env_name: str,
+    starts: StartStates,
+    policies: Sequence[torch.nn.Module],
+    recipe: QueryRecipe,
+    runs: int,
+    rng: np.random.Generator,
+    progress: bool,
+) -> tuple[SurvivorPool, int]:
+    """Draw, label and filter rounds of candidates until every cell holds its share.
+
+    Returns:
+        ``(pool, rounds)``: the survivors and the number of rounds it took.
+    """
+    from tqdm.auto import tqdm
+
+    act_dim = get_spec(env_name).act_dim
+    levels = tuple(range(1, len(policies) + 1))
+    pool = SurvivorPool.for_queries(recipe.horizons, recipe.n_queries)
+    # The first half of the rounds insists on both forms; later rounds let one form make up
+    # for the other (short-horizon same-state queries rarely have a gap of 10).
+    balance_rounds = (recipe.max_rounds + 1) // 2
+    half = recipe.candidates_per_round // 2
+    rounds = 0
+    bar = tqdm(total=recipe.max_rounds, desc=f"query rounds {env_name}", disable=not progress, leave=False)
+    while rounds < recipe.max_rounds:
+        open_cells = pool.open_cells(balanced=rounds < balance_rounds)
+        if not open_cells:
+            break
+        batch = Candidates.concat(
+            [
+                draw_candidates(starts, pool.draw_size(cell, missing, half), cell[0], cell[1], levels, act_dim, rng)
+                for cell, missing in open_cells
+            ]
+        )
+        returns = label_candidates(
+            env_name, starts, batch, policies, recipe.gamma, runs, seed=int(rng.integers(2**31 - 1)), progress=progress
+        )
+        pool.add([cell for cell, _ in open_cells], batch, returns, unambiguous(env_name, batch.horizon, returns))
+        rounds += 1
+        bar.update(1)
+    bar.close()
+    return pool, rounds
+
+
+def _assemble(
+    env_name: str, starts: StartStates, chosen: Candidates, returns: np.ndarray, gamma: float, metadata: dict
+) -> QuerySet:
+    """The validated :class:`QuerySet` of the chosen candidates and their (2, N, R) returns."""
+    state_a, state_b = starts.states[chosen.index_a], starts.states[chosen.index_b]
+    value_a, value_b = returns[0].mean(axis=1), returns[1].mean(axis=1)
+    queries = QuerySet(
+        env_name=env_name,
+        obs_a=observations(env_name, state_a),
+        obs_b=observations(env_name, state_b),
+        action_a=chosen.action_a,
+        action_b=chosen.action_b,
+        policy_a=chosen.policy_a,
+        policy_b=chosen.policy_b,
+        horizon=chosen.horizon,
+        gamma=np.full(len(chosen), gamma),
+        target=(value_a < value_b).astype(np.int8),
+        value_a=value_a,
+        value_b=value_b,
+        returns_a=returns[0],
+        returns_b=returns[1],
+        state_a=state_a,
+        state_b=state_b,
+        same_state=chosen.same_state,
+        metadata=metadata,
+    )
+    return queries.validate()
+
+
+def build_query_set(
+    env_name: str,
+    recipe: QueryRecipe | None = None,
+    *,
+    seed: int = DEFAULT_SEED,
+    policies: Sequence[torch.nn.Module] | None = None,
+    progress: bool = True,
+    command: str | None = None,
+    **recipe_fields: int | float | Sequence[int] | None,
+) -> QuerySet:
+    """Construct a labelled query set by the paper's recipe (Section 4.2, steps 2-4).
+
+    A recipe read top to bottom: the steps are described in :mod:`opcc_edu.queries.build`.
+
+    Args:
+        env_name: environment.
+        recipe: the recipe's knobs (default: :class:`QueryRecipe`'s, those of the shipped sets).
+        seed: the one seed of the construction; the result is a deterministic function of it.
+        policies: the four query policies (default: the shipped ones, ``load_policies``). The
+            metadata records the checksums of the shipped policy files, or
+            :data:`~opcc_edu.queries.metadata.CALLER_POLICIES` for policies passed here.
+        progress: show progress bars.
+        command: the command line to record (default: this process's).
+        **recipe_fields: fields of :class:`QueryRecipe` replacing those of ``recipe``
+            (``n_queries``, ``runs``, ``horizons``, ``candidates_per_round``, ``max_rounds``,
+            ``episodes_per_behavior``, ``episode_steps``, ``gamma``).
+
+    Returns:
+        A validated :class:`QuerySet` whose metadata records the command, seed, versions, the
+        filter rule, per-step counts and the policy checksums.
+
+    Raises:
+        ValueError: an unknown environment or recipe field, or an invalid value.
+        RuntimeError: some horizon has fewer than its share of queries after ``max_rounds``.
+    """
+    env_name = get_spec(env_name).name
+    recipe = QueryRecipe.from_overrides(recipe, **recipe_fields)
+    runs = recipe.runs_or_profile()
+    if policies is None:
+        from ..policies import load_policies
+
+        policies, policy_sha256 = load_policies(env_name), policy_checksums(env_name)
+    else:
+        policy_sha256 = CALLER_POLICIES
+
+    seeds = _env_seed(seed, env_name).spawn(3)
+    starts = collect_start_states(
+        env_name,
+        policies,
+        recipe.episodes_per_behavior,
+        recipe.episode_steps,
+        seed=int(seeds[0].generate_state(1)[0]),
+        progress=progress,
+    )
+    rng = np.random.default_rng(seeds[1])
+    pool, rounds = _filtered_rounds(env_name, starts, policies, recipe, runs, rng, progress)
+    shortfall = pool.shortfall()
+    if shortfall:
+        raise RuntimeError(
+            f"{env_name}: after {rounds} rounds of {recipe.candidates_per_round} candidates per horizon, horizons "
+            f"{sorted(shortfall)} lack {shortfall} queries that pass the filter ({gap_rule(env_name)}); "
+            f"raise max_rounds or candidates_per_round. Counts: {pool.counts}"
+        )
+    chosen, returns = pool.select(rng)
+
+    metadata = query_set_metadata(
+        env_name, recipe, seed, runs, rounds, pool.counts, starts, policy_sha256, command=command
+    )
+    return _assemble(env_name, starts, chosen, returns, recipe.gamma, metadata)
+
+
+# --------------------------------------------------------------------------------------------
+# Building the shipped sets
+# --------------------------------------------------------------------------------------------
+
+
+def build_command(
+    env_name: str,
+    seed: int = DEFAULT_SEED,
+    n_queries: int = DEFAULT_N_QUERIES,
+    runs: int | None = None,
+    candidates_per_round: int = 2000,
+    max_rounds: int = 20,
+) -> str:
+    """The ``opcc-edu build queries`` command line that rebuilds a set (recorded in its metadata)."""
+    return shlex.join(
+        ["opcc-edu", "build", "queries", get_spec(env_name).name, "--seed", str(seed), "--n-queries", str(n_queries)]
+        + ([] if runs is None else ["--runs", str(runs)])
+        + ["--candidates", str(candidates_per_round), "--max-rounds", str(max_rounds)]
+    )
+
+
+def build_and_save_query_set(
+    env_name: str,
+    out: str | Path | None = None,
+    seed: int = DEFAULT_SEED,
+    n_queries: int = DEFAULT_N_QUERIES,
+    runs: int | None = None,
+    candidates_per_round: int = 2000,
+    max_rounds: int = 20,
+    progress: bool = True,
+) -> Path:
+    """Build an environment's query set as the shipped ones are built, and save it.
+
+    Labels with one torch thread, as the shipped sets were built (the previous thread count is
+    restored). The metadata records :func:`build_command` as the command and the wall time in
+    ``build_seconds`` (provenance only: the arrays do not depend on it).
+
+    Args:
+        env_name: environment.
+        out: the ``.npz`` file to write, or an existing directory to write ``<env>.npz`` into
+            (default: the shipped location, :func:`opcc_edu.queries.query_set_path`).
+        seed: construction seed.
+        n_queries: queries to select.
+        runs: Monte-Carlo runs per side (default: the active profile's ``mc_runs``).
+        candidates_per_round: candidates per horizon and round.
+        max_rounds: rounds of candidates before giving up.
+        progress: show progress bars.
+
+    Returns:
+        The path written (a ``.sha256`` checksum file lies next to it).
+    """
+    env_name = get_spec(env_name).name
+    started = time.perf_counter()
+    recipe = QueryRecipe(
+        n_queries=n_queries, runs=runs, candidates_per_round=candidates_per_round, max_rounds=max_rounds
+    )
+    command = build_command(env_name, seed, n_queries, runs, candidates_per_round, max_rounds)
+    with single_threaded():
+        queries = build_query_set(env_name, recipe, seed=seed, progress=progress, command=command)
+    if out is None:
+        path = query_set_path(env_name)
+    elif Path(out).is_dir():
+        path = Path(out) / f"{env_name}.npz"
+    else:
+        path = Path(out)
+    queries.metadata["build_seconds"] = round(time.perf_counter() - started, 1)
+    return queries.save(path)
+
+
+def query_set_summary(queries: QuerySet) -> str:
+    """One line describing a built set: size, forms, horizons, rounds (and build time if recorded)."""
+    same = int(queries.same_state.sum())
+    line = (
+        f"{queries.env_name}: {len(queries)} queries ({same} same-state, {len(queries) - same} two-state), "
+        f"horizons {queries.horizons}, {queries.metadata.get('rounds', '?')} rounds"
+    )
+    seconds = queries.metadata.get("build_seconds")
+    return line if seconds is None else f"{line}, {seconds:.0f} s"

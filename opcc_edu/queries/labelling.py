@@ -1,0 +1,146 @@
+"""Ground-truth labels by simulation: Monte-Carlo returns of both sides of every query.
+
+Both sides of C queries are simulated together, as 2C rows of one call to
+:func:`opcc_edu.simulate.monte_carlo_returns`: rows ``0 .. C-1`` are side a, rows
+``C .. 2C-1`` side b. Policy levels are 1-based, the policy list 0-based.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..envs import get_spec
+from .pairs import Candidates
+from .queryset import QuerySet
+from .starts import StartStates
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _both_sides(
+    env_name: str,
+    state_a: np.ndarray,
+    state_b: np.ndarray,
+    policies: Sequence[torch.nn.Module],
+    policy_a: np.ndarray,
+    policy_b: np.ndarray,
+    horizon: np.ndarray,
+    action_a: np.ndarray,
+    action_b: np.ndarray,
+    gamma: float | np.ndarray,
+    runs: int,
+    seed: int,
+    progress: bool,
+) -> np.ndarray:
+    """(2, N, R) returns of side a (index 0) and side b (index 1) of N queries."""
+    from ..simulate import monte_carlo_returns
+
+    n = len(horizon)
+    returns = monte_carlo_returns(
+        env_name,
+        np.concatenate([state_a, state_b]),
+        policies,
+        np.concatenate([policy_a, policy_b]) - 1,
+        np.concatenate([horizon, horizon]),
+        np.concatenate([action_a, action_b]),
+        gamma,
+        runs=runs,
+        seed=seed,
+        progress=progress,
+    )
+    return returns.reshape(2, n, returns.shape[1])
+
+
+def label_candidates(
+    env_name: str,
+    starts: StartStates,
+    candidates: Candidates,
+    policies: Sequence[torch.nn.Module],
+    gamma: float,
+    runs: int,
+    seed: int,
+    progress: bool = True,
+) -> np.ndarray:
+    """Monte-Carlo returns of both sides of every candidate.
+
+    Args:
+        env_name: environment.
+        starts: the start states the candidates index into.
+        candidates: C candidates.
+        policies: the query policies (index i = level i + 1).
+        gamma: discount.
+        runs: Monte-Carlo runs R per side.
+        seed: seeds the simulation's noise (if any).
+        progress: show a progress bar.
+
+    Returns:
+        (2, C, R) float64 returns: side a at index 0, side b at index 1.
+    """
+    return _both_sides(
+        env_name,
+        starts.states[candidates.index_a],
+        starts.states[candidates.index_b],
+        policies,
+        candidates.policy_a,
+        candidates.policy_b,
+        candidates.horizon,
+        candidates.action_a,
+        candidates.action_b,
+        gamma,
+        runs,
+        seed,
+        progress,
+    )
+
+
+def observations(env_name: str, states: np.ndarray) -> np.ndarray:
+    """(N, D) float32 observations of the simulator states ``states`` (N, S)."""
+    from ..simulate import BatchSimulator
+
+    if len(states) == 0:
+        return np.zeros((0, get_spec(env_name).obs_dim), dtype=np.float32)
+    sim = BatchSimulator(env_name, len(states))
+    sim.reset_to(states)
+    obs = sim.observations().astype(np.float32)
+    sim.close()
+    return obs
+
+
+def recompute_values(
+    queries: QuerySet, policies: Sequence[torch.nn.Module] | None = None, progress: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Recompute both values of every query from its stored states in the simulator.
+
+    Args:
+        queries: the query set.
+        policies: the policies of its levels (default: the shipped ones).
+        progress: show a progress bar.
+
+    Returns:
+        ``(value_a (N,), value_b (N,))`` float64.
+    """
+    if policies is None:
+        from ..policies import load_policies
+
+        policies = load_policies(queries.env_name)
+    returns = _both_sides(
+        queries.env_name,
+        queries.state_a,
+        queries.state_b,
+        policies,
+        queries.policy_a,
+        queries.policy_b,
+        queries.horizon,
+        queries.action_a,
+        queries.action_b,
+        np.concatenate([queries.gamma, queries.gamma]),
+        queries.runs,
+        0,
+        progress,
+    )
+    value = returns.mean(axis=2)
+    return value[0], value[1]
