@@ -348,3 +348,9 @@ def test_members_agreeing_on_equal_values():
     for function in (cf.paired_confidence_interval, cf.unpaired_confidence_interval):
         prediction, confidence = function(values, values)
         assert prediction[0] == 1 and confidence[0] == 0.0
+
+
+def test_the_registry_and_the_vocabulary_name_the_same_confidences_in_the_same_order():
+    from opcc_edu.names import CONFIDENCE_NAMES, CONFIDENCES
+
+    assert tuple(cf.CONFIDENCE_FUNCTIONS) == CONFIDENCES == tuple(CONFIDENCE_NAMES)
