@@ -109,7 +109,15 @@ def _check_lengths(**arrays: np.ndarray) -> int:
 
 
 def query_losses(prediction: Any, target: Any) -> np.ndarray:
-    """0/1 loss of every answer: 1 where ``prediction`` differs from ``target`` (validated binary)."""
+    """The 0/1 loss of every answer: (N,) int64, 1 where ``prediction`` differs from ``target``.
+
+    Args:
+        prediction: (N,) 0/1 predictions.
+        target: (N,) 0/1 true answers.
+
+    Raises:
+        ValueError: an input is not 1-D binary, or the lengths differ.
+    """
     pred = _as_binary(prediction, "prediction")
     targ = _as_binary(target, "target")
     _check_lengths(prediction=pred, target=targ)
@@ -171,7 +179,17 @@ def risk_coverage_curve(prediction: Any, target: Any, confidence: Any) -> tuple[
 
 
 def trapezoid_area(x: np.ndarray, y: np.ndarray) -> float:
-    """Area under the piecewise-linear curve through ``(x, y)`` (the trapezoid rule)."""
+    """Area under the piecewise-linear curve through the points ``(x[i], y[i])`` (trapezoid rule).
+
+    Args:
+        x: (P,) abscissae in the order the curve visits them (e.g. coverage, increasing).
+        y: (P,) ordinates.
+
+    Raises:
+        ValueError: ``x`` and ``y`` are not 1-D arrays of the same length.
+    """
+    if np.ndim(x) != 1 or np.shape(x) != np.shape(y):
+        raise ValueError(f"x and y must be 1-D arrays of the same length, got shapes {np.shape(x)} and {np.shape(y)}")
     return float(np.sum(np.diff(x) * (y[1:] + y[:-1])) / 2.0)
 
 

@@ -382,3 +382,17 @@ assert "scipy.stats" not in sys.modules, "scipy.stats should be imported lazily"
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_query_losses_and_trapezoid_area_by_hand():
+    np.testing.assert_array_equal(metrics.query_losses([1, 0, 1, 0], [1, 1, 0, 0]), [0, 1, 1, 0])
+    with pytest.raises(ValueError, match="prediction"):
+        metrics.query_losses([2, 0], [1, 0])
+    with pytest.raises(ValueError):
+        metrics.query_losses([1, 0, 1], [1, 0])
+    # a triangle under (0, 0) -> (0.5, 1) -> (1, 0) has area 1/2; a step is read as a ramp
+    assert metrics.trapezoid_area(np.array([0.0, 0.5, 1.0]), np.array([0.0, 1.0, 0.0])) == 0.5
+    assert metrics.trapezoid_area(np.array([0.0, 1.0]), np.array([1.0, 0.0])) == 0.5
+    assert metrics.trapezoid_area(np.array([0.3]), np.array([0.7])) == 0.0
+    with pytest.raises(ValueError, match="same length"):
+        metrics.trapezoid_area(np.array([0.0, 1.0]), np.array([0.0, 1.0, 2.0]))

@@ -190,3 +190,19 @@ def test_bad_inputs_name_the_argument():
         sim.step(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="rows"):
         sim.step(np.zeros((1, 2)), rows=[5])
+
+
+def test_policy_actions_of_gives_each_row_its_own_policys_action():
+    from opcc_edu.simulate import policy_actions_of, stacked_policy
+
+    torch.manual_seed(0)
+    actors = [Actor(4, 2, hidden_sizes=(8,)).eval() for _ in range(3)]
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    index = np.array([2, 0, 1, 2, 0], dtype=np.int64)
+    actions = policy_actions_of(stacked_policy(actors), obs, index)
+    assert actions.shape == (5, 2) and actions.dtype == np.float32
+    with torch.no_grad():
+        expected = np.stack([actors[i](torch.from_numpy(o)[None]).numpy()[0] for o, i in zip(obs, index, strict=True)])
+    np.testing.assert_allclose(actions, expected, atol=1e-6)
+    with pytest.raises(ValueError, match="index shape"):
+        policy_actions_of(stacked_policy(actors), obs, index[:3])

@@ -102,8 +102,23 @@ def stacked_policy(policies: Sequence[Any]) -> StackedActors:
 
 
 def policy_actions_of(stacked: StackedActors, obs: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """(n, A) float32 actions of policies ``index`` (n,) of a stacked actor at observations ``obs`` (n, D)."""
+    """Actions of many policies at once: row i gets policy ``index[i]``'s action at ``obs[i]``.
+
+    Args:
+        stacked: the policies, from :func:`stacked_policy`.
+        obs: (n, D) observations.
+        index: (n,) int64 indices into the stacked policies.
+
+    Returns:
+        (n, A) float32 actions.
+
+    Raises:
+        ValueError: ``obs`` is not 2-D, or ``index`` does not have shape (n,).
+    """
     import torch
+
+    if np.ndim(obs) != 2 or np.shape(index) != (len(obs),):
+        raise ValueError(f"obs must have shape (n, D) and index shape (n,), got {np.shape(obs)} and {np.shape(index)}")
 
     with torch.no_grad():
         out = stacked(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float64)), torch.from_numpy(index))
