@@ -13,6 +13,20 @@ HORIZONS: tuple[int, ...] = (10, 20, 30, 40, 50)
 #: ``horizon`` label of a result scored on the whole query set (all horizons together).
 ALL_HORIZONS = "all"
 
+#: The query-set recipes: ``paper`` builds sets as the original benchmark built its released
+#: sets (the default, the shipped benchmark); ``hard`` is the earlier recipe of this package
+#: (half same-state queries, policies compared with themselves, a 0.1 h maze filter), shipped
+#: unchanged as a harder variant.
+QUERY_RECIPES: tuple[str, ...] = ("paper", "hard")
+
+#: The recipe of the default query sets.
+DEFAULT_QUERY_RECIPE = "paper"
+
+#: Baselines ``opcc-edu run`` and the ablation runner can answer with: the paper's ensemble of
+#: learned dynamics models, and a no-model rule that learns nothing from data (how hard a
+#: query set is).
+BASELINES: tuple[str, ...] = ("ensemble", "heuristic")
+
 #: The ensemble confidence functions of the paper, by the keys its tables use.
 CONFIDENCES: tuple[str, ...] = ("ev", "pci", "upci")
 
@@ -36,4 +50,14 @@ METRIC_NAMES: dict[str, str] = {
     "n_operating_points": "operating points",
 }
 
-__all__ = ["ALL_HORIZONS", "CONFIDENCES", "CONFIDENCE_NAMES", "HORIZONS", "METRICS", "METRIC_NAMES"]
+__all__ = [
+    "ALL_HORIZONS",
+    "BASELINES",
+    "CONFIDENCES",
+    "CONFIDENCE_NAMES",
+    "DEFAULT_QUERY_RECIPE",
+    "HORIZONS",
+    "METRICS",
+    "METRIC_NAMES",
+    "QUERY_RECIPES",
+]

@@ -23,6 +23,8 @@ Modules, one concept each:
 * :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`.
 * :mod:`.answers` -- :class:`Answers`, :func:`answer_queries`, :func:`format_metrics`.
 * :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
+* :mod:`.heuristic` -- a no-model rule (:func:`heuristic_answers`) that shows how hard a
+  query set is: the start closer to the goal, or the policy with the higher average return, wins.
 
 Only :mod:`.config` is imported with the package; the rest (and torch) on first use.
 """
@@ -52,7 +54,13 @@ _LAZY: dict[str, str] = {
     "METRIC_COLUMNS": "answers",
     "answer_queries": "answers",
     "format_metrics": "answers",
+    "heuristic_as_answers": "answers",
     "run_end_to_end": "run",
+    "HeuristicAnswers": "heuristic",
+    "heuristic_answers": "heuristic",
+    "heuristic_error": "heuristic",
+    "heuristic_metrics": "heuristic",
+    "maze_goal_distances": "heuristic",
 }
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import get_profile
-from ..names import ALL_HORIZONS, CONFIDENCE_NAMES, CONFIDENCES, METRICS
+from ..names import ALL_HORIZONS, CONFIDENCE_NAMES, CONFIDENCES, DEFAULT_QUERY_RECIPE, METRICS
 from ..utils import check_choice, check_positive_int
 from .config import EnsembleConfig
 
@@ -56,8 +56,8 @@ class Answers:
     """Environment of the queries."""
     dataset_name: str
     """Dataset the ensemble was trained on."""
-    config: EnsembleConfig
-    """The baseline."""
+    config: EnsembleConfig | None
+    """The ensemble's configuration (None for a baseline without a model, the heuristic)."""
     queries: QuerySet
     """The :class:`opcc_edu.queries.QuerySet` answered."""
     values_a: np.ndarray
@@ -80,6 +80,8 @@ class Answers:
     """The ensemble was loaded from the cache."""
     model_path: str | None = None
     """Where the ensemble is cached."""
+    baseline: str = "ensemble"
+    """``"ensemble"`` or ``"heuristic"`` (:data:`opcc_edu.names.BASELINES`)."""
 
     @property
     def target(self) -> np.ndarray:
@@ -99,6 +101,8 @@ class Answers:
     def with_members(self, m: int) -> Answers:
         """The answers of the ensemble made of members 0..m-1 (rescored, no new rollouts)."""
         m = check_positive_int(m, "m")
+        if self.config is None:
+            raise ValueError(f"the {self.baseline} baseline has no ensemble members to take a prefix of")
         if m > self.ensemble_size:
             raise ValueError(f"m must be at most the ensemble size {self.ensemble_size}, got {m}")
         va, vb = self.values_a[:, :m], self.values_b[:, :m]
@@ -138,8 +142,10 @@ class Answers:
             "env_name": self.env_name,
             "dataset": self.dataset_name,
             "n_queries": int(len(self.target)),
+            "queries_recipe": str(self.queries.metadata.get("recipe", "hard")),
+            "baseline": self.baseline,
             "ensemble_size": self.ensemble_size,
-            "config": self.config.to_dict(),
+            "config": None if self.config is None else self.config.to_dict(),
             "k": self.k,
             "train_seconds": self.train_seconds,
             "answer_seconds": self.answer_seconds,
@@ -186,7 +192,10 @@ class Answers:
                 ax=ax,
                 label=CONFIDENCE_NAMES.get(name, name),
             )
-        ax.set_title(f"{self.env_name} / {self.dataset_name}, M = {self.ensemble_size}")
+        if self.config is None:
+            ax.set_title(f"{self.env_name}: {self.baseline} (no model)")
+        else:
+            ax.set_title(f"{self.env_name} / {self.dataset_name}, M = {self.ensemble_size}")
         return ax
 
 
@@ -205,6 +214,7 @@ def answer_queries(
     cache: bool = True,
     model: DynamicsEnsemble | None = None,
     progress: bool = True,
+    recipe: str = DEFAULT_QUERY_RECIPE,
 ) -> Answers:
     """Train (or load) an ensemble, estimate every query's values, predict and score.
 
@@ -212,8 +222,8 @@ def answer_queries(
         env_name: environment.
         dataset_name: dataset (None: the environment's default).
         config: the baseline (None: :meth:`EnsembleConfig.from_profile`).
-        queries: a :class:`~opcc_edu.queries.QuerySet` (None: the shipped set, reduced to the
-            profile's ``queries_per_env`` by :func:`select_profile_queries`).
+        queries: a :class:`~opcc_edu.queries.QuerySet` (None: the shipped set of ``recipe``,
+            reduced to the profile's ``queries_per_env`` by :func:`select_profile_queries`).
         policies: query policies, index i = level i + 1 (None: the shipped ones).
         dataset_size: transitions (None: the profile's).
         dataset_seed: seed of the dataset.
@@ -224,6 +234,8 @@ def answer_queries(
         cache: use the ensemble cache.
         model: use this trained ensemble instead of training/loading one.
         progress: show progress bars.
+        recipe: the recipe of the shipped set used when ``queries`` is None (``"paper"``, the
+            default, or ``"hard"``).
 
     Returns:
         :class:`Answers`.
@@ -239,7 +251,7 @@ def answer_queries(
     if queries is None:
         from ..queries import load_queries
 
-        queries = select_profile_queries(load_queries(env_name))
+        queries = select_profile_queries(load_queries(env_name, recipe))
     if queries.env_name != env_name:
         raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
     runs = get_profile().mc_runs if runs is None else runs
@@ -275,6 +287,33 @@ def answer_queries(
         answer_seconds=time.perf_counter() - start,
         cache_hit=bool(info.get("cache_hit", False)),
         model_path=info.get("path"),
+    )
+
+
+def heuristic_as_answers(queries: QuerySet, k: int = 10) -> Answers:
+    """The no-model heuristic's answers (:mod:`opcc_edu.baselines.heuristic`) as :class:`Answers`.
+
+    The values held are the rule's (N, 1) scores of each side; predictions and confidences are
+    the rule's, under the confidence name ``"heuristic"``, scored by the same metrics.
+    """
+    from .heuristic import heuristic_answers, heuristic_metrics
+
+    start = time.perf_counter()
+    rule = heuristic_answers(queries)
+    metrics = {"heuristic": heuristic_metrics(queries, k=k)}
+    return Answers(
+        env_name=queries.env_name,
+        dataset_name="none",
+        config=None,
+        queries=queries,
+        values_a=rule.score_a[:, None],
+        values_b=rule.score_b[:, None],
+        predictions={"heuristic": rule.prediction},
+        confidences={"heuristic": rule.confidence},
+        metrics=metrics,
+        k=k,
+        answer_seconds=time.perf_counter() - start,
+        baseline="heuristic",
     )
 
 

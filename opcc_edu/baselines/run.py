@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import get_profile
-from .answers import Answers, answer_queries, format_metrics
+from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+from ..utils import check_choice
+from .answers import Answers, answer_queries, format_metrics, heuristic_as_answers
 from .config import EnsembleConfig
 
 if TYPE_CHECKING:
@@ -24,12 +26,15 @@ def run_end_to_end(
     cache: bool = True,
     progress: bool = True,
     echo: Callable[[str], object] = print,
+    queries: str = DEFAULT_QUERY_RECIPE,
+    baseline: str = "ensemble",
 ) -> tuple[Answers, dict[str, Path]]:
     """Train or load the ensemble, answer the environment's query set, report and save.
 
     Writes ``<out>/<env>/<dataset>/results.json`` (setup, timings, every metric),
     ``results.npz`` (member values, predictions, confidences) and ``rcc.png`` (risk-coverage
-    curves of EV, PCI and U-PCI).
+    curves of EV, PCI and U-PCI). With ``baseline="heuristic"`` nothing is trained: the
+    no-model rule answers, and its files go to ``<out>/<env>/heuristic/``.
 
     Args:
         env_name: environment (None: :data:`opcc_edu.envs.DEFAULT_ENV`).
@@ -40,6 +45,9 @@ def run_end_to_end(
         cache: use the ensemble cache.
         progress: show progress bars.
         echo: where report lines go (``print`` by default).
+        queries: the recipe of the shipped query set answered (``"paper"``, the default, or
+            ``"hard"``).
+        baseline: ``"ensemble"`` (the paper's) or ``"heuristic"`` (no model, no data).
 
     Returns:
         ``(answers, paths)`` with keys ``json``, ``npz`` and ``plot``.
@@ -51,22 +59,38 @@ def run_end_to_end(
 
     env_name = DEFAULT_ENV if env_name is None else env_name
     get_spec(env_name)  # unknown names fail here, listing the valid ones
+    check_choice(queries, QUERY_RECIPES, "queries")
+    check_choice(baseline, BASELINES, "baseline")
     dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
     config = EnsembleConfig.from_profile() if config is None else config
     profile = get_profile()
-    echo(f"opcc-edu run: {env_name} / {dataset_name}, profile {profile.name}")
-    echo(
-        f"  ensemble: {config.ensemble_size} x {config.model_type.upper()} {list(config.hidden_sizes)}, "
-        f"{'stochastic' if config.stochastic else 'deterministic'}, prior scale {config.prior_scale:g}, "
-        f"{config.train_steps} steps, seed {config.seed}"
-    )
     start = time.perf_counter()
-    answers = answer_queries(env_name, dataset_name, config, device=device, cache=cache, progress=progress)
-    where = "loaded from the cache" if answers.cache_hit else f"trained in {answers.train_seconds:.1f} s"
-    echo(f"  ensemble {where}; {len(answers.target)} queries answered in {answers.answer_seconds:.1f} s")
+    if baseline == "heuristic":
+        from ..queries import load_queries
+        from .estimate import select_profile_queries
+        from .heuristic import heuristic_answers
+
+        query_set = select_profile_queries(load_queries(env_name, queries))
+        echo(f"opcc-edu run: {env_name}, {queries} query set, no-model heuristic, profile {profile.name}")
+        echo(f"  rule: {heuristic_answers(query_set).rule}")
+        answers = heuristic_as_answers(query_set)
+        echo(f"  {len(answers.target)} queries answered in {answers.answer_seconds:.2f} s (nothing trained)")
+        directory = Path(out) / env_name / "heuristic"
+    else:
+        echo(f"opcc-edu run: {env_name} / {dataset_name}, {queries} query set, profile {profile.name}")
+        echo(
+            f"  ensemble: {config.ensemble_size} x {config.model_type.upper()} {list(config.hidden_sizes)}, "
+            f"{'stochastic' if config.stochastic else 'deterministic'}, prior scale {config.prior_scale:g}, "
+            f"{config.train_steps} steps, seed {config.seed}"
+        )
+        answers = answer_queries(
+            env_name, dataset_name, config, device=device, cache=cache, progress=progress, recipe=queries
+        )
+        where = "loaded from the cache" if answers.cache_hit else f"trained in {answers.train_seconds:.1f} s"
+        echo(f"  ensemble {where}; {len(answers.target)} queries answered in {answers.answer_seconds:.1f} s")
+        directory = Path(out) / env_name / dataset_name
     echo("")
     echo(format_metrics(answers))
-    directory = Path(out) / env_name / dataset_name
     paths = answers.save(directory, stem="results")
     fig = Figure(figsize=(5.5, 4.2), layout="tight")
     answers.plot_risk_coverage(ax=fig.subplots())

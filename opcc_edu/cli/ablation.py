@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from .options import (
     add_out,
     check_cache_dir,
@@ -32,7 +33,20 @@ def register(parser: argparse.ArgumentParser) -> None:
         f"interrupted ablation resumes), then print ours next to the paper's numbers. Ablations: {names}."
     )
     parser.add_argument("name", metavar="NAME", type=choice_type("ablation", _ablation_names), help=f"one of: {names}")
-    add_out(parser, "results/ablations", "results root; results go to OUT/PROFILE (default: results/ablations)")
+    add_out(parser, "results/ablations", "results root; results go to OUT/QUERIES/PROFILE (default: results/ablations)")
+    parser.add_argument(
+        "--queries",
+        choices=list(QUERY_RECIPES),
+        default=DEFAULT_QUERY_RECIPE,
+        help=f"query sets to answer: paper or hard (default {DEFAULT_QUERY_RECIPE})",
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=list(BASELINES),
+        default="ensemble",
+        help="ensemble (the paper's) or heuristic (no model; results go to OUT/QUERIES/PROFILE-heuristic) "
+        "(default ensemble)",
+    )
     parser.add_argument(
         "--environments",
         nargs="+",
@@ -74,8 +88,14 @@ def _ablation(args: argparse.Namespace) -> int:
 
     profile = get_profile()
     ablation = get_ablation(args.name)
-    plan = {"environments": args.environments, "datasets": args.datasets, "seeds": args.seeds}
-    directory = results_dir(args.out, profile)
+    plan = {
+        "environments": args.environments,
+        "datasets": args.datasets,
+        "seeds": args.seeds,
+        "queries": args.queries,
+        "baseline": args.baseline,
+    }
+    directory = results_dir(args.out, profile, args.queries, args.baseline)
     check_output_dir(args.out)
     if args.dry_run:
         status = run_ablation(ablation, out=args.out, profile=profile, dry_run=True, **plan)
@@ -95,6 +115,6 @@ def _ablation(args: argparse.Namespace) -> int:
         **plan,
     )
     titles = {level.label: level.display for level in ablation.levels}
-    print(f"\n{ablation.title} -- profile {profile.name}, results in {directory}")
+    print(f"\n{ablation.title} -- profile {profile.name}, {args.queries} query sets, results in {directory}")
     print(format_table(compare_with_paper(ours, ablation), titles=titles))
     return 0

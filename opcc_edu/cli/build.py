@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from .errors import require_extra
 from .options import (
     UsageError,
@@ -149,18 +150,27 @@ def _register_queries(targets: argparse._SubParsersAction) -> None:
         targets,
         "queries",
         help="construct and label the policy-comparison query set of one environment",
-        description="Collect candidate start states, draw candidate queries for horizons 10-50 in both forms, "
-        "label them by simulation with the shipped policies (one torch thread, as the shipped sets), drop "
-        "ambiguous ones and select the query set (paper Section 4.2). Deterministic given --seed.",
+        description="Collect candidate start states, draw candidate queries for horizons 10-50, label them by "
+        "simulation with the shipped policies (one torch thread, as the shipped sets), drop ambiguous ones and "
+        "select the query set (paper Section 4.2). --recipe paper (the default) builds as the original benchmark "
+        "did: 250 queries for each pair of distinct policies, a gap above 10 everywhere; --recipe hard is the "
+        "harder variant (half same-state queries, any policy pair, a 0.1 h maze filter). Deterministic given "
+        "--seed.",
     )
     p.add_argument("env", metavar="ENV", type=environment_or_all, help="environment, or 'all'")
+    p.add_argument(
+        "--recipe",
+        choices=list(QUERY_RECIPES),
+        default=DEFAULT_QUERY_RECIPE,
+        help=f"construction recipe (default {DEFAULT_QUERY_RECIPE})",
+    )
     add_seed(p, None, "construction seed (default: the seed of the shipped sets)")
     p.add_argument(
         "--n-queries",
         type=positive_int,
         metavar="N",
         default=None,
-        help="queries to select (default: as the shipped sets)",
+        help="queries to select (default: as the shipped sets; paper recipe: a multiple of the 6 policy pairs)",
     )
     p.add_argument(
         "--runs",
@@ -174,18 +184,51 @@ def _register_queries(targets: argparse._SubParsersAction) -> None:
         type=positive_int,
         metavar="N",
         default=None,
-        help="candidates per horizon and round (default: as the shipped sets)",
+        help="hard recipe: candidates per horizon and round (default: as the shipped sets)",
     )
     p.add_argument(
         "--max-rounds",
         type=positive_int,
         metavar="N",
         default=None,
-        help="rounds of candidates before giving up (default: as the shipped sets)",
+        help="hard recipe: rounds of candidates before giving up (default: as the shipped sets)",
+    )
+    p.add_argument(
+        "--max-candidates",
+        type=positive_int,
+        metavar="N",
+        default=None,
+        help="paper recipe: candidates a policy pair may draw before it stops (default: as the shipped sets)",
     )
     add_out(p, None, "write ENV.npz into this directory (default: the package's shipped location)")
     p.add_argument("--output", dest="output_file", default=None, help=argparse.SUPPRESS)  # former spelling: a file
     p.set_defaults(handler=_build_queries)
+
+
+def _recipe_options(args: argparse.Namespace) -> dict[str, object]:
+    """The keyword arguments of ``build_and_save_query_set`` given on the command line."""
+    hard_only = {"--candidates": args.candidates, "--max-rounds": args.max_rounds}
+    paper_only = {"--max-candidates": args.max_candidates}
+    wrong = [flag for flag, value in (paper_only if args.recipe == "hard" else hard_only).items() if value is not None]
+    if wrong:
+        raise UsageError(f"{', '.join(wrong)} does not apply to --recipe {args.recipe}")
+    options: dict[str, object] = {"recipe": args.recipe}
+    if args.seed is not None:
+        options["seed"] = args.seed
+    if args.runs is not None:
+        options["runs"] = args.runs
+    if args.recipe == "hard":
+        fields = {"n_queries": args.n_queries, "candidates_per_round": args.candidates, "max_rounds": args.max_rounds}
+    else:
+        from ..queries.paper_recipe import policy_pairs
+
+        pairs = policy_pairs(args.env if args.env != "all" else None)
+        if args.n_queries is not None and args.n_queries % pairs:
+            raise UsageError(f"--n-queries must be a multiple of the {pairs} policy pairs for --recipe paper")
+        per_pair = None if args.n_queries is None else args.n_queries // pairs
+        fields = {"queries_per_pair": per_pair, "max_candidates_per_pair": args.max_candidates}
+    options.update({key: value for key, value in fields.items() if value is not None})
+    return options
 
 
 def _build_queries(args: argparse.Namespace) -> int:
@@ -199,22 +242,14 @@ def _build_queries(args: argparse.Namespace) -> int:
         directory = out if args.env == "all" else Path(out).parent
     from .. import queries
 
+    options = _recipe_options(args)
     if directory is None:
         check_output_dir(queries.QUERIES_DIR, default=True)
     else:
         check_output_dir(directory, option)
         Path(directory).mkdir(parents=True, exist_ok=True)
-
-    options = {
-        "seed": args.seed,
-        "n_queries": args.n_queries,
-        "runs": args.runs,
-        "candidates_per_round": args.candidates,
-        "max_rounds": args.max_rounds,
-    }
-    given = {key: value for key, value in options.items() if value is not None}
     for name in names:
-        path = queries.build_and_save_query_set(name, out=out, progress=progress_of(args), **given)
+        path = queries.build_and_save_query_set(name, out=out, progress=progress_of(args), **options)
         print(f"{queries.query_set_summary(queries.QuerySet.load(path))} -> {path}")
     return 0
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from .options import UsageError, environment
+
 #: Modules that contribute a section to ``opcc-edu info`` through ``info_lines() -> list[str]``.
 INFO_PROVIDERS: tuple[str, ...] = (
     "opcc_edu.policies",
@@ -16,9 +18,25 @@ INFO_PROVIDERS: tuple[str, ...] = (
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the options and handler of ``opcc-edu info``."""
+    from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+
     parser.description = (
         "List the benchmark's environments (paper Table 8), the active profile, and the policies, "
-        "datasets, query sets and ablations shipped with or cached by the package."
+        "datasets, query sets and ablations shipped with or cached by the package. `opcc-edu info queries "
+        "[ENV] [--recipe R]` describes query sets: counts per horizon and form, same-state and self-pair "
+        "shares, the value gaps and the error of the no-model heuristic."
+    )
+    parser.add_argument(
+        "topic", metavar="TOPIC", nargs="?", choices=["queries"], default=None, help="'queries': describe query sets"
+    )
+    parser.add_argument(
+        "env", metavar="ENV", nargs="?", type=environment, default=None, help="environment (default: all seven)"
+    )
+    parser.add_argument(
+        "--recipe",
+        choices=list(QUERY_RECIPES),
+        default=DEFAULT_QUERY_RECIPE,
+        help=f"query-set recipe to describe (default {DEFAULT_QUERY_RECIPE})",
     )
     parser.set_defaults(handler=_info)
 
@@ -39,7 +57,26 @@ def environment_lines() -> list[str]:
     return lines
 
 
+def describe_lines(env: str | None, recipe: str) -> list[str]:
+    """Lines of ``opcc-edu info queries [ENV] --recipe R``: :func:`opcc_edu.queries.describe_queries`."""
+    from ..envs import ENV_NAMES
+    from ..queries import describe_queries, load_queries
+
+    lines: list[str] = []
+    for name in ENV_NAMES if env is None else (env,):
+        if lines:
+            lines.append("")
+        lines += describe_queries(load_queries(name, recipe)).lines()
+    return lines
+
+
 def _info(args: argparse.Namespace) -> int:
+    if args.topic == "queries":
+        for line in describe_lines(args.env, args.recipe):
+            print(line)
+        return 0
+    if args.env is not None:
+        raise UsageError("ENV is given only with the topic 'queries' (opcc-edu info queries ENV)")
     for line in environment_lines():
         print(line)
     for module_name in INFO_PROVIDERS:

@@ -19,6 +19,7 @@ from .options import (
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the options and handler of ``opcc-edu run``."""
     from ..dynamics.spec import MODEL_TYPES, TERMINATION_MODES
+    from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 
     parser.description = (
         "The paper's baseline end to end: train a dynamics-model ensemble on an offline dataset (or "
@@ -61,6 +62,19 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="how model rollouts terminate (default predefined)",
     )
     parser.add_argument("--mixture", action="store_true", help="a random member per rollout step")
+    parser.add_argument(
+        "--queries",
+        choices=list(QUERY_RECIPES),
+        default=DEFAULT_QUERY_RECIPE,
+        help=f"query sets: paper (as the original benchmark built them) or hard (default {DEFAULT_QUERY_RECIPE})",
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=list(BASELINES),
+        default="ensemble",
+        help="ensemble (the paper's baseline) or heuristic (no model: the start closer to the goal, or the "
+        "policy with the higher average return, wins; nothing is trained) (default ensemble)",
+    )
     parser.add_argument("--device", default=None, help="torch device: cpu, cuda, cuda:N (default: CUDA when available)")
     parser.add_argument(
         "--no-cache", action="store_true", help="always train the ensemble and store none (datasets are still cached)"
@@ -91,6 +105,14 @@ def _run(args: argparse.Namespace) -> int:
         **{k: v for k, v in sizes.items() if v is not None},
     )
     run_end_to_end(
-        env_name, dataset, args.out, config, device=device, cache=not args.no_cache, progress=progress_of(args)
+        env_name,
+        dataset,
+        args.out,
+        config,
+        device=device,
+        cache=not args.no_cache,
+        progress=progress_of(args),
+        queries=args.queries,
+        baseline=args.baseline,
     )
     return 0

@@ -52,11 +52,13 @@ from .analysis import (
     load_run_values,
     load_runs,
     read_meta,
+    results_recipe,
 )
 from .answers import (
     AnswerFunction,
     RunValues,
     baseline_answer_function,
+    heuristic_answer_function,
     score_values,
     synthetic_answer_function,
 )
@@ -106,6 +108,7 @@ __all__ = [
     "plan_ablation",
     "score_values",
     "baseline_answer_function",
+    "heuristic_answer_function",
     "synthetic_answer_function",
     "run_grid",
     "run_ablation",
@@ -119,6 +122,7 @@ __all__ = [
     "find_results_root",
     "committed_results",
     "committed_profiles",
+    "results_recipe",
     "load_runs",
     "ablation_rows",
     "read_meta",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..names import ALL_HORIZONS, METRICS
+from ..names import ALL_HORIZONS, METRICS, QUERY_RECIPES
 from ..utils import check_choice
 from .answers import RunValues
 from .grid import GridSpec, RunSpec, default_datasets
@@ -36,6 +36,7 @@ __all__ = [
     "find_results_root",
     "committed_results",
     "committed_profiles",
+    "results_recipe",
     "load_runs",
     "read_meta",
     "load_results",
@@ -76,23 +77,31 @@ def committed_results(
     root: str | os.PathLike | None = None,
     prefer: Sequence[str] = ("paper", "classroom", "tiny"),
     ablation: str | Ablation | None = None,
+    queries: str | Sequence[str] = QUERY_RECIPES,
 ) -> Path | None:
     """The results directory of the largest profile with finished runs under ``root``.
+
+    Results live in ``<root>/<recipe>/<profile>`` (:func:`~opcc_edu.experiments.results_dir`);
+    recipes are searched in the order given, then profiles.
 
     Args:
         root: results root (default :func:`find_results_root`).
         prefer: profiles in order of preference.
         ablation: only profiles holding this ablation count (every level of a configuration
             ablation, since the default level alone is shared by all ablations).
+        queries: the query-set recipe(s) to look in, in order of preference (default: every
+            recipe, ``paper`` first).
 
     Returns:
-        ``<root>/<profile>`` or ``None`` when nothing was committed.
+        ``<root>/<recipe>/<profile>`` or ``None`` when nothing was committed.
     """
     root_path = Path(root) if root is not None else find_results_root()
     if root_path is None:
         return None
-    for name in prefer:
-        directory = root_path / name
+    recipes = (queries,) if isinstance(queries, str) else tuple(queries)
+    for recipe in recipes:
+        check_choice(recipe, QUERY_RECIPES, "queries")
+    for directory in (root_path / recipe / name for recipe in recipes for name in prefer):
         if not has_results(directory):
             continue
         if ablation is None:
@@ -109,18 +118,29 @@ def committed_profiles(
     root: str | os.PathLike | None = None,
     prefer: Sequence[str] = ("paper", "classroom", "tiny"),
     ablation: str | Ablation | None = None,
+    queries: str | Sequence[str] = QUERY_RECIPES,
 ) -> list[Path]:
     """Every results directory under ``root`` that holds ``ablation`` (all levels of a
-    configuration ablation), largest profile first; see :func:`committed_results`."""
+    configuration ablation): recipe by recipe (``paper`` first), largest profile first; see
+    :func:`committed_results`."""
     root_path = Path(root) if root is not None else find_results_root()
     if root_path is None:
         return []
+    recipes = (queries,) if isinstance(queries, str) else tuple(queries)
     out = []
-    for name in prefer:
-        found = committed_results(root_path, prefer=(name,), ablation=ablation)
-        if found is not None:
-            out.append(found)
+    for recipe in recipes:
+        for name in prefer:
+            found = committed_results(root_path, prefer=(name,), ablation=ablation, queries=recipe)
+            if found is not None:
+                out.append(found)
     return out
+
+
+def results_recipe(directory: str | os.PathLike) -> str:
+    """The query-set recipe of a results directory (``meta.json``'s ``queries``; ``hard`` for
+    a directory written before recipes had names)."""
+    recipe = ResultsStore(directory).queries_recipe()
+    return "hard" if recipe is None else recipe
 
 
 def load_runs(directory: str | os.PathLike) -> pd.DataFrame:

@@ -29,6 +29,7 @@ __all__ = [
     "score_values",
     "synthetic_answer_function",
     "baseline_answer_function",
+    "heuristic_answer_function",
 ]
 
 #: Keys of one row of :func:`score_values` (the scored columns of ``results.csv``).
@@ -49,6 +50,10 @@ class RunValues:
     """(N,) query horizons."""
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Anything worth keeping about the run (timings, cache hits, training loss)."""
+    answers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    """A baseline that answers without members (the no-model heuristic): confidence name ->
+    ``((N,) predictions, (N,) confidences)``, scored as they are; ``values_a``/``values_b``
+    then hold its (N, 1) scores of each side."""
 
     def __post_init__(self) -> None:
         a = np.asarray(self.values_a, dtype=np.float64)
@@ -70,6 +75,13 @@ class RunValues:
         if not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
             raise ValueError("values_a and values_b must be finite (a model rollout diverged?)")
         self.values_a, self.values_b, self.target, self.horizon = a, b, target, horizon
+        if self.answers is not None:
+            for name, (prediction, confidence) in self.answers.items():
+                if np.shape(prediction) != (n,) or np.shape(confidence) != (n,):
+                    raise ValueError(
+                        f"answers[{name!r}] must hold two arrays of shape ({n},), got "
+                        f"{np.shape(prediction)} and {np.shape(confidence)}"
+                    )
 
     @property
     def ensemble_size(self) -> int:
@@ -108,12 +120,72 @@ def score_values(
     """
     from ..scoring import score_values as score
 
+    if values.answers is not None:
+        return _score_answers(values, k)
     if ensemble_counts is None:
         ensemble_counts = [count for count, _ in ensemble_count_levels(values.ensemble_size)]
     scores = score(
         values.values_a, values.values_b, values.target, values.horizon, confidences, tuple(ensemble_counts), k=k
     )
     return [{key: row[key] for key in SCORE_KEYS} for row in scores.rows]
+
+
+def _score_answers(values: RunValues, k: int) -> list[dict[str, Any]]:
+    """Rows of a run whose answers are given (no members): every horizon and all together."""
+    from ..metrics import evaluate
+    from ..names import ALL_HORIZONS
+
+    rows = []
+    for name, (prediction, confidence) in (values.answers or {}).items():
+        subsets = [(str(h), values.horizon == h) for h in np.unique(values.horizon)]
+        for horizon, mask in [(ALL_HORIZONS, np.ones(len(values), dtype=bool)), *subsets]:
+            metrics = evaluate(prediction[mask], values.target[mask], confidence[mask], k=k)
+            row = {"horizon": horizon, "confidence": name, "ensemble_count": 1, "ensemble_size": 1}
+            row.update({key: float(metrics[key]) for key in METRICS})
+            row["n"] = int(mask.sum())
+            rows.append(row)
+    return rows
+
+
+def heuristic_answer_function(profile: Profile | str | None = None, queries: str | None = None) -> AnswerFunction:
+    """The no-model heuristic as an answer function (:mod:`opcc_edu.baselines.heuristic`).
+
+    It learns nothing from data: the run's dataset, seed and configuration do not change its
+    answers, which are scored under the confidence name ``"heuristic"``.
+
+    Args:
+        profile: profile whose ``queries_per_env`` selects the queries (as for the ensemble).
+        queries: the query sets' recipe (default: :data:`opcc_edu.names.DEFAULT_QUERY_RECIPE`).
+
+    Returns:
+        An :data:`AnswerFunction`.
+    """
+    from ..names import DEFAULT_QUERY_RECIPE
+
+    recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
+
+    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+        from ..baselines.estimate import select_profile_queries
+        from ..baselines.heuristic import heuristic_answers
+        from ..queries import load_queries
+
+        start = time.perf_counter()
+        query_set = select_profile_queries(
+            load_queries(run.environment, recipe), n=get_profile(profile).queries_per_env
+        )
+        rule = heuristic_answers(query_set)
+        info = {"seconds": time.perf_counter() - start, "baseline": "heuristic", "rule": rule.rule}
+        info.update(_query_provenance(run.environment, recipe))
+        return RunValues(
+            rule.score_a[:, None],
+            rule.score_b[:, None],
+            query_set.target,
+            query_set.horizon,
+            info=info,
+            answers={"heuristic": (rule.prediction, rule.confidence)},
+        )
+
+    return answer
 
 
 def synthetic_answer_function(
@@ -174,7 +246,9 @@ def _baselines_module() -> Any:
     return baselines
 
 
-def baseline_answer_function(profile: Profile | str | None = None, **answer_kwargs: Any) -> AnswerFunction:
+def baseline_answer_function(
+    profile: Profile | str | None = None, queries: str | None = None, **answer_kwargs: Any
+) -> AnswerFunction:
     """The real answer function: train or load an ensemble, estimate every query's values.
 
     Builds the baseline's ``EnsembleConfig`` from the profile,
@@ -185,35 +259,40 @@ def baseline_answer_function(profile: Profile | str | None = None, **answer_kwar
     Args:
         profile: profile whose sizes (members, widths, steps, query count) are used; the active
             one when ``None`` (read when a run starts).
+        queries: the query sets' recipe (default: :data:`opcc_edu.names.DEFAULT_QUERY_RECIPE`).
         **answer_kwargs: passed on to ``answer_queries`` (e.g. ``device``).
 
     Returns:
         An :data:`AnswerFunction`.
     """
 
+    from ..names import DEFAULT_QUERY_RECIPE
+
+    recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
+
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
         baselines = _baselines_module()
         config = _ensemble_config(baselines, get_profile(profile), run)
         start = time.perf_counter()
         answers = baselines.answer_queries(
-            run.environment, run.dataset, config=config, progress=progress, **answer_kwargs
+            run.environment, run.dataset, config=config, progress=progress, recipe=recipe, **answer_kwargs
         )
         values = _values_from_answers(answers)
         values.info.setdefault("seconds", time.perf_counter() - start)
-        values.info.update(_query_provenance(run.environment))
+        values.info.update(_query_provenance(run.environment, recipe))
         return values
 
     return answer
 
 
-def _query_provenance(env_name: str) -> dict[str, Any]:
-    """SHA-256 of the shipped query set a run answered, so results name their queries."""
+def _query_provenance(env_name: str, recipe: str) -> dict[str, Any]:
+    """Recipe and SHA-256 of the shipped query set a run answered, so results name their queries."""
     try:
         from ..queries import query_set_path
 
-        sidecar = Path(str(query_set_path(env_name)) + ".sha256")
+        sidecar = Path(str(query_set_path(env_name, recipe)) + ".sha256")
         if sidecar.exists():
-            return {"queries_sha256": sidecar.read_text(encoding="utf-8").split()[0]}
+            return {"queries": recipe, "queries_sha256": sidecar.read_text(encoding="utf-8").split()[0]}
     except (ImportError, OSError, IndexError):
         pass
     return {}

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..names import METRIC_NAMES, METRICS
+from ..names import METRIC_NAMES, METRICS, QUERY_RECIPES
 from ..utils import check_choice
-from .analysis import aggregate, find_results_root, has_results, load_results, read_meta
+from .analysis import aggregate, find_results_root, has_results, load_results, read_meta, results_recipe
 from .paper import compare_with_paper
 from .records import atomic_write
 from .registry import ABLATIONS
@@ -128,12 +128,13 @@ def report_text(
     found = profile_directories(root)
     if not found:
         raise FileNotFoundError(
-            f"no results under {root} (expected {root}/<profile>/runs.csv); run `opcc-edu ablation NAME` first"
+            f"no results under {root} (expected {root}/<recipe>/<profile>/records/); run `opcc-edu ablation NAME` first"
         )
     if profiles is not None:
+        names = found + sorted({p.rsplit("/", 1)[-1] for p in found})
         for name in profiles:
-            check_choice(name, found, f"profile (results under {root})")
-        found = [p for p in found if p in set(profiles)]
+            check_choice(name, names, f"profile (results under {root})")
+        found = [p for p in found if p in set(profiles) or p.rsplit("/", 1)[-1] in set(profiles)]
     chunks: list[str] = []
     md = fmt == "markdown"
 
@@ -153,7 +154,8 @@ def report_text(
         directory = root / profile_name
         results = load_results(directory)
         meta = read_meta(directory)
-        chunks.append(heading(2, f"Profile {profile_name}"))
+        recipe = results_recipe(directory)
+        chunks.append(heading(2, f"Profile {profile_name.rsplit('/', 1)[-1]}, {recipe} query sets"))
         sessions = meta.get("sessions", [])
         if sessions:
             machines = sorted({s.get("machine", "") for s in sessions})
@@ -207,9 +209,16 @@ def write_report(
 
 
 def profile_directories(root: str | os.PathLike) -> list[str]:
-    """Names of the directories under ``root`` that hold results, sorted."""
+    """Results directories under ``root``, relative to it and sorted: ``<recipe>/<profile>``
+    (:func:`~opcc_edu.experiments.results_dir`), and ``<profile>`` directly under ``root``."""
     root = Path(root)
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and has_results(p)) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    found = [p.name for p in root.iterdir() if p.is_dir() and has_results(p)]
+    for recipe in QUERY_RECIPES:
+        if (root / recipe).is_dir():
+            found += [f"{recipe}/{p.name}" for p in (root / recipe).iterdir() if p.is_dir() and has_results(p)]
+    return sorted(found)
 
 
 def info_lines() -> list[str]:

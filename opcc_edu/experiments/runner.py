@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import Profile, get_profile
+from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ..provenance import machine_description
-from .answers import AnswerFunction, RunValues, baseline_answer_function, score_values
+from ..utils import check_choice
+from .answers import AnswerFunction, RunValues, baseline_answer_function, heuristic_answer_function, score_values
 from .grid import GridSpec, RunSpec, plan_ablation
 from .records import new_record
 from .registry import Ablation, format_value, get_ablation
@@ -34,10 +36,25 @@ if TYPE_CHECKING:
 __all__ = ["results_dir", "machine_description", "grid_status", "run_grid", "run_ablation"]
 
 
-def results_dir(out: str | os.PathLike | None = None, profile: Profile | str | None = None) -> Path:
-    """Directory of one profile's results: ``<out>/<profile>`` (``out`` default
-    ``results/ablations``)."""
-    return Path(out if out is not None else "results/ablations") / get_profile(profile).name
+def results_dir(
+    out: str | os.PathLike | None = None,
+    profile: Profile | str | None = None,
+    queries: str = DEFAULT_QUERY_RECIPE,
+    baseline: str = "ensemble",
+) -> Path:
+    """Directory of one profile's results on one recipe's query sets.
+
+    ``<out>/<queries>/<profile>`` for the ensemble baseline and
+    ``<out>/<queries>/<profile>-heuristic`` for the no-model heuristic (``out`` default
+    ``results/ablations``).
+
+    Raises:
+        ValueError: unknown recipe or baseline (lists the valid ones).
+    """
+    check_choice(queries, QUERY_RECIPES, "queries")
+    check_choice(baseline, BASELINES, "baseline")
+    name = get_profile(profile).name + ("" if baseline == "ensemble" else f"-{baseline}")
+    return Path(out if out is not None else "results/ablations") / queries / name
 
 
 def _check_max_runs(max_runs: int | None) -> int | None:
@@ -133,6 +150,8 @@ def run_grid(
     max_runs: int | None = None,
     label: str = "",
     command: str | None = None,
+    queries: str = DEFAULT_QUERY_RECIPE,
+    baseline: str = "ensemble",
 ) -> pd.DataFrame:
     """Run every unfinished run of ``grid`` and save each one to ``out_dir`` as it finishes.
 
@@ -154,13 +173,19 @@ def run_grid(
         max_runs: stop after this many new runs (``None``: all).
         label: name recorded in ``meta.json`` (the ablation).
         command: command line recorded in ``meta.json`` (default: this process's argv).
+        queries: the recipe of the query sets answered (:data:`opcc_edu.names.QUERY_RECIPES`);
+            one results directory holds runs of one recipe (:meth:`ResultsStore.check_queries`).
+        baseline: ``"ensemble"`` (the paper's baseline) or ``"heuristic"`` (the no-model rule,
+            :func:`~opcc_edu.experiments.answers.heuristic_answer_function`); selects the
+            default ``answer_fn`` and is recorded in ``meta.json``.
 
     Returns:
         The whole results table (:func:`~opcc_edu.experiments.analysis.load_results` of
         ``out_dir``) as a DataFrame.
 
     Raises:
-        ValueError: for a negative ``max_runs``.
+        ValueError: for a negative ``max_runs``, an unknown recipe or baseline, or a directory
+            that holds runs on another recipe's query sets.
         ResultsStoreError: when ``out_dir`` cannot be written (before any run) or a run
             cannot be saved (no space left, ...); finished runs stay intact.
     """
@@ -168,9 +193,17 @@ def run_grid(
 
     max_runs = _check_max_runs(max_runs)
     profile = get_profile(profile)
-    answer_fn = answer_fn if answer_fn is not None else baseline_answer_function(profile)
+    check_choice(queries, QUERY_RECIPES, "queries")
+    check_choice(baseline, BASELINES, "baseline")
+    if answer_fn is None:
+        answer_fn = (
+            baseline_answer_function(profile, queries=queries)
+            if baseline == "ensemble"
+            else heuristic_answer_function(profile, queries=queries)
+        )
     store = ResultsStore(out_dir)
     store.prepare()
+    store.check_queries(queries)
     done = store.finished_ids()
     pending = [run for run in grid.runs() if run.run_id not in done]
     started, clock = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
@@ -181,6 +214,8 @@ def run_grid(
         "command": command if command is not None else argv,
         "machine": machine_description(),
         "profile": profile.name,
+        "queries": queries,
+        "baseline": baseline,
         "started": started.isoformat(timespec="seconds"),
         "wall_seconds": 0.0,
         "runs_completed": 0,
@@ -229,11 +264,13 @@ def run_ablation(
     max_runs: int | None = None,
     command: str | None = None,
     dry_run: bool = False,
+    queries: str = DEFAULT_QUERY_RECIPE,
+    baseline: str = "ensemble",
 ) -> pd.DataFrame:
     """Plan and run one ablation, then aggregate it.
 
-    Results go to :func:`results_dir` ``(out, profile)``, shared by every ablation of the
-    profile, so runs common to several ablations are computed once.
+    Results go to :func:`results_dir` ``(out, profile, queries, baseline)``, shared by every
+    ablation of the profile, so runs common to several ablations are computed once.
 
     Args:
         name: registry key or :class:`~opcc_edu.experiments.registry.Ablation`.
@@ -245,6 +282,8 @@ def run_ablation(
         max_runs: stop after this many new runs (``None``: all).
         command: command line recorded in ``meta.json``.
         dry_run: run nothing and write nothing; return :func:`grid_status` of the plan.
+        queries: the query sets' recipe, ``"paper"`` (default) or ``"hard"``.
+        baseline: ``"ensemble"`` (default) or ``"heuristic"`` (the no-model rule).
 
     Returns:
         :func:`~opcc_edu.experiments.analysis.aggregate` of the ablation; with ``dry_run``,
@@ -260,7 +299,7 @@ def run_ablation(
     ablation = get_ablation(name)
     profile = get_profile(profile)
     grid = plan_ablation(ablation, profile, environments=environments, datasets=datasets, seeds=seeds)
-    directory = results_dir(out, profile)
+    directory = results_dir(out, profile, queries, baseline)
     if dry_run:
         return grid_status(grid, directory)
     results = run_grid(
@@ -272,5 +311,7 @@ def run_ablation(
         max_runs=max_runs,
         label=ablation.name,
         command=command,
+        queries=queries,
+        baseline=baseline,
     )
     return aggregate(results, ablation, grid=grid)

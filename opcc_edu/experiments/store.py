@@ -348,6 +348,43 @@ class ResultsStore:
                 warnings.warn(f"repairing {path}: " + "; ".join(notes), StoreWarning, stacklevel=4)
         atomic_write(path, data)
 
+    def queries_recipe(self) -> str | None:
+        """The recipe of the query sets this directory's runs answered (``meta.json``'s
+        ``queries``); ``"hard"`` for a directory with runs written before recipes had names, and
+        None for an empty one."""
+        meta = self._read_meta()
+        if meta.get("queries"):
+            return str(meta["queries"])
+        return "hard" if self.finished_ids() else None
+
+    def check_queries(self, queries: str) -> None:
+        """Record ``queries`` as this directory's recipe, or refuse a recipe other than its own.
+
+        Raises:
+            ValueError: the directory holds runs on another recipe's query sets.
+        """
+        with self.locked():
+            recorded = self.queries_recipe()
+            if recorded is not None and recorded != queries:
+                raise ValueError(
+                    f"{self.directory} holds runs on the {recorded!r} query sets, not {queries!r}; one results "
+                    f"directory holds one recipe (pass queries={recorded!r}, or another directory)"
+                )
+            meta = self._read_meta()
+            if meta.get("queries") != queries:
+                meta["queries"] = queries
+                meta.setdefault("sessions", [])
+                atomic_write(self.meta_json, (json.dumps(meta, indent=2) + "\n").encode())
+
+    def _read_meta(self) -> dict[str, Any]:
+        if not self.meta_json.exists():
+            return {}
+        try:
+            meta = json.loads(self.meta_json.read_text(encoding="utf-8"))
+        except ValueError:
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
     def update_meta(self, session: Mapping[str, Any]) -> None:
         """Add ``session`` to meta.json, or replace the entry with the same ``id``."""
         with self.locked():

@@ -1,4 +1,9 @@
-"""Building a labelled query set by the paper's recipe (Section 4.2, steps 2-4).
+"""Building a labelled query set: the ``hard`` recipe read top to bottom, and both recipes' entry points.
+
+:func:`build_query_set` builds by either recipe: ``paper`` (the default; see
+:mod:`opcc_edu.queries.paper_recipe`) or ``hard``, the package's earlier recipe, kept as a
+harder variant. The ``hard`` recipe follows the paper's Section 4.2, steps 2-4, with choices
+of its own (half same-state queries, any policy pair, a 0.1 h maze filter):
 
 1. Candidate start states: every state visited by episodes of the random policy, of each
    query policy, of each query policy mixed with random actions (half of the steps), and of
@@ -22,18 +27,20 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..envs import get_spec
-from ..utils import single_threaded
+from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+from ..utils import check_choice, single_threaded
 from .filtering import gap_rule, unambiguous
 from .labelling import label_candidates, observations
 from .metadata import CALLER_POLICIES, policy_checksums, query_set_metadata
 from .pairs import Candidates, draw_candidates
+from .paper_recipe import PaperRecipe, collect_pool_states, draw_paper_queries, paper_metadata
 from .queryset import QuerySet
-from .recipe import DEFAULT_N_QUERIES, DEFAULT_SEED, QueryRecipe
+from .recipe import DEFAULT_SEED, QueryRecipe
 from .selection import SurvivorPool
 from .shipped import query_set_path
 from .starts import StartStates, collect_start_states
@@ -121,51 +128,54 @@ def _assemble(
     return queries.validate()
 
 
-def build_query_set(
-    env_name: str,
-    recipe: QueryRecipe | None = None,
-    *,
-    seed: int = DEFAULT_SEED,
-    policies: Sequence[torch.nn.Module] | None = None,
-    progress: bool = True,
-    command: str | None = None,
-    **recipe_fields: int | float | Sequence[int] | None,
-) -> QuerySet:
-    """Construct a labelled query set by the paper's recipe (Section 4.2, steps 2-4).
-
-    A recipe read top to bottom: the steps are described in :mod:`opcc_edu.queries.build`.
+def resolve_recipe(
+    recipe: str | QueryRecipe | PaperRecipe | None, **recipe_fields: Any
+) -> tuple[str, QueryRecipe | PaperRecipe]:
+    """``(name, knobs)`` of a recipe given by name or object, with some fields replaced.
 
     Args:
-        env_name: environment.
-        recipe: the recipe's knobs (default: :class:`QueryRecipe`'s, those of the shipped sets).
-        seed: the one seed of the construction; the result is a deterministic function of it.
-        policies: the four query policies (default: the shipped ones, ``load_policies``). The
-            metadata records the checksums of the shipped policy files, or
-            :data:`~opcc_edu.queries.metadata.CALLER_POLICIES` for policies passed here.
-        progress: show progress bars.
-        command: the command line to record (default: this process's).
-        **recipe_fields: fields of :class:`QueryRecipe` replacing those of ``recipe``
-            (``n_queries``, ``runs``, ``horizons``, ``candidates_per_round``, ``max_rounds``,
-            ``episodes_per_behavior``, ``episode_steps``, ``gamma``).
-
-    Returns:
-        A validated :class:`QuerySet` whose metadata records the command, seed, versions, the
-        filter rule, per-step counts and the policy checksums.
+        recipe: ``"paper"`` or ``"hard"`` (:data:`opcc_edu.names.QUERY_RECIPES`), a
+            :class:`PaperRecipe` or a :class:`QueryRecipe` (the ``hard`` recipe's knobs), or
+            None for the default (:data:`opcc_edu.names.DEFAULT_QUERY_RECIPE`).
+        **recipe_fields: fields of that recipe's dataclass to replace.
 
     Raises:
-        ValueError: an unknown environment or recipe field, or an invalid value.
-        RuntimeError: some horizon has fewer than its share of queries after ``max_rounds``.
+        ValueError: an unknown recipe (lists the valid ones), an unknown field (lists the
+            recipe's fields) or an invalid value.
     """
-    env_name = get_spec(env_name).name
-    recipe = QueryRecipe.from_overrides(recipe, **recipe_fields)
-    runs = recipe.runs_or_profile()
+    if recipe is None:
+        recipe = DEFAULT_QUERY_RECIPE
+    if isinstance(recipe, str):
+        check_choice(recipe, QUERY_RECIPES, "recipe")
+        recipe = PaperRecipe() if recipe == "paper" else QueryRecipe()
+    if isinstance(recipe, PaperRecipe):
+        return "paper", PaperRecipe.from_overrides(recipe, **recipe_fields)
+    if isinstance(recipe, QueryRecipe):
+        return "hard", QueryRecipe.from_overrides(recipe, **recipe_fields)
+    raise ValueError(
+        f"recipe must be one of {', '.join(QUERY_RECIPES)}, a PaperRecipe, a QueryRecipe or None; got {recipe!r}"
+    )
+
+
+def _query_policies(env_name: str, policies: Sequence[torch.nn.Module] | None) -> tuple[Sequence[Any], Any]:
     if policies is None:
         from ..policies import load_policies
 
-        policies, policy_sha256 = load_policies(env_name), policy_checksums(env_name)
-    else:
-        policy_sha256 = CALLER_POLICIES
+        return load_policies(env_name), policy_checksums(env_name)
+    return policies, CALLER_POLICIES
 
+
+def _build_hard(
+    env_name: str,
+    recipe: QueryRecipe,
+    seed: int,
+    policies: Sequence[torch.nn.Module] | None,
+    progress: bool,
+    command: str | None,
+) -> QuerySet:
+    """The ``hard`` recipe: steps 1-4 of this module's docstring."""
+    runs = recipe.runs_or_profile()
+    policies, policy_sha256 = _query_policies(env_name, policies)
     seeds = _env_seed(seed, env_name).spawn(3)
     starts = collect_start_states(
         env_name,
@@ -189,39 +199,112 @@ def build_query_set(
     metadata = query_set_metadata(
         env_name, recipe, seed, runs, rounds, pool.counts, starts, policy_sha256, command=command
     )
+    metadata["recipe"] = "hard"
     return _assemble(env_name, starts, chosen, returns, recipe.gamma, metadata)
+
+
+def _build_paper(
+    env_name: str,
+    recipe: PaperRecipe,
+    seed: int,
+    policies: Sequence[torch.nn.Module] | None,
+    progress: bool,
+    command: str | None,
+) -> QuerySet:
+    """The ``paper`` recipe (:mod:`opcc_edu.queries.paper_recipe`)."""
+    policies, policy_sha256 = _query_policies(env_name, policies)
+    if len(policies) < 2:
+        raise ValueError(f"the paper recipe compares distinct policies: it needs at least 2, got {len(policies)}")
+    seeds = np.random.SeedSequence([int(seed), zlib.crc32(f"paper/{env_name}".encode())]).spawn(2)
+    starts, episodes = collect_pool_states(env_name, policies, recipe, np.random.default_rng(seeds[0]), progress)
+    chosen, returns, counts, rounds = draw_paper_queries(
+        env_name, starts, policies, recipe, np.random.default_rng(seeds[1]), progress
+    )
+    metadata = paper_metadata(env_name, recipe, seed, rounds, counts, starts, episodes, policy_sha256, command)
+    return _assemble(env_name, starts, chosen, returns, recipe.gamma, metadata)
+
+
+def build_query_set(
+    env_name: str,
+    recipe: str | QueryRecipe | PaperRecipe | None = None,
+    *,
+    seed: int = DEFAULT_SEED,
+    policies: Sequence[torch.nn.Module] | None = None,
+    progress: bool = True,
+    command: str | None = None,
+    **recipe_fields: Any,
+) -> QuerySet:
+    """Construct a labelled query set by one of the two recipes.
+
+    ``paper`` (the default) follows the original benchmark (:mod:`opcc_edu.queries.paper_recipe`);
+    ``hard`` is the recipe read top to bottom in :mod:`opcc_edu.queries.build`.
+
+    Args:
+        env_name: environment.
+        recipe: ``"paper"``, ``"hard"``, a :class:`PaperRecipe` or a :class:`QueryRecipe` (the
+            ``hard`` knobs); None: ``"paper"``.
+        seed: the one seed of the construction; the result is a deterministic function of it.
+        policies: the four query policies (default: the shipped ones, ``load_policies``). The
+            metadata records the checksums of the shipped policy files, or
+            :data:`~opcc_edu.queries.metadata.CALLER_POLICIES` for policies passed here.
+        progress: show progress bars.
+        command: the command line to record (default: this process's).
+        **recipe_fields: fields of the recipe's dataclass replacing its defaults (``paper``:
+            ``queries_per_pair``, ``runs``, ``max_candidates_per_pair``, ...; ``hard``:
+            ``n_queries``, ``runs``, ``candidates_per_round``, ``max_rounds``, ...).
+
+    Returns:
+        A validated :class:`QuerySet` whose metadata records the recipe, command, seed,
+        versions, the filter rule, the counts of every step and the policy checksums.
+
+    Raises:
+        ValueError: an unknown environment, recipe or recipe field, or an invalid value.
+        RuntimeError: (``hard``) some horizon has fewer than its share of queries after
+            ``max_rounds``.
+    """
+    env_name = get_spec(env_name).name
+    name, knobs = resolve_recipe(recipe, **recipe_fields)
+    if name == "paper":
+        return _build_paper(env_name, knobs, seed, policies, progress, command)
+    return _build_hard(env_name, knobs, seed, policies, progress, command)
 
 
 # --------------------------------------------------------------------------------------------
 # Building the shipped sets
 # --------------------------------------------------------------------------------------------
 
+_FLAGS = {
+    "n_queries": "--n-queries",
+    "runs": "--runs",
+    "candidates_per_round": "--candidates",
+    "max_rounds": "--max-rounds",
+    "queries_per_pair": "--queries-per-pair",
+    "max_candidates_per_pair": "--max-candidates",
+}
 
-def build_command(
-    env_name: str,
-    seed: int = DEFAULT_SEED,
-    n_queries: int = DEFAULT_N_QUERIES,
-    runs: int | None = None,
-    candidates_per_round: int = 2000,
-    max_rounds: int = 20,
-) -> str:
-    """The ``opcc-edu build queries`` command line that rebuilds a set (recorded in its metadata)."""
-    return shlex.join(
-        ["opcc-edu", "build", "queries", get_spec(env_name).name, "--seed", str(seed), "--n-queries", str(n_queries)]
-        + ([] if runs is None else ["--runs", str(runs)])
-        + ["--candidates", str(candidates_per_round), "--max-rounds", str(max_rounds)]
-    )
+
+def build_command(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, seed: int = DEFAULT_SEED, **fields: Any) -> str:
+    """The ``opcc-edu build queries`` command line that rebuilds a set (recorded in its metadata).
+
+    ``fields`` are the recipe fields given on the command line (those of :data:`_FLAGS`).
+    """
+    check_choice(recipe, QUERY_RECIPES, "recipe")
+    words = ["opcc-edu", "build", "queries", get_spec(env_name).name, "--recipe", recipe, "--seed", str(seed)]
+    for key, value in fields.items():
+        if key not in _FLAGS:
+            raise ValueError(f"build_command: no command-line flag for field {key!r}; flags exist for {sorted(_FLAGS)}")
+        if value is not None:
+            words += [_FLAGS[key], str(value)]
+    return shlex.join(words)
 
 
 def build_and_save_query_set(
     env_name: str,
     out: str | Path | None = None,
+    recipe: str = DEFAULT_QUERY_RECIPE,
     seed: int = DEFAULT_SEED,
-    n_queries: int = DEFAULT_N_QUERIES,
-    runs: int | None = None,
-    candidates_per_round: int = 2000,
-    max_rounds: int = 20,
     progress: bool = True,
+    **recipe_fields: Any,
 ) -> Path:
     """Build an environment's query set as the shipped ones are built, and save it.
 
@@ -233,26 +316,26 @@ def build_and_save_query_set(
         env_name: environment.
         out: the ``.npz`` file to write, or an existing directory to write ``<env>.npz`` into
             (default: the shipped location, :func:`opcc_edu.queries.query_set_path`).
+        recipe: ``"paper"`` or ``"hard"``.
         seed: construction seed.
-        n_queries: queries to select.
-        runs: Monte-Carlo runs per side (default: the active profile's ``mc_runs``).
-        candidates_per_round: candidates per horizon and round.
-        max_rounds: rounds of candidates before giving up.
         progress: show progress bars.
+        **recipe_fields: recipe fields with a command-line flag (``paper``: ``queries_per_pair``,
+            ``runs``, ``max_candidates_per_pair``; ``hard``: ``n_queries``, ``runs``,
+            ``candidates_per_round``, ``max_rounds``); None values are left out.
 
     Returns:
         The path written (a ``.sha256`` checksum file lies next to it).
     """
     env_name = get_spec(env_name).name
+    fields = {key: value for key, value in recipe_fields.items() if value is not None}
+    name, knobs = resolve_recipe(recipe, **fields)
     started = time.perf_counter()
-    recipe = QueryRecipe(
-        n_queries=n_queries, runs=runs, candidates_per_round=candidates_per_round, max_rounds=max_rounds
-    )
-    command = build_command(env_name, seed, n_queries, runs, candidates_per_round, max_rounds)
+    command = build_command(env_name, name, seed, **fields)
     with single_threaded():
-        queries = build_query_set(env_name, recipe, seed=seed, progress=progress, command=command)
+        queries = build_query_set(env_name, knobs, seed=seed, progress=progress, command=command)
     if out is None:
-        path = query_set_path(env_name)
+        path = query_set_path(env_name, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
     elif Path(out).is_dir():
         path = Path(out) / f"{env_name}.npz"
     else:

@@ -1,8 +1,12 @@
-"""The seven shipped query sets (``opcc_edu/assets/queries/<env>.npz``): paths, loading, listing.
+"""The shipped query sets (``opcc_edu/assets/queries/<recipe>/<env>.npz``): paths, loading, listing.
 
-Each was built with ``opcc-edu build queries ENV`` (:func:`opcc_edu.queries.build_and_save_query_set`);
-its metadata records the command, seed, package versions, the filter rule, the counts of every
-step and the checksums of the policies it was labelled with, which :func:`load_queries` checks.
+Two recipes, seven environments each (:data:`opcc_edu.names.QUERY_RECIPES`): ``paper``, the
+default and the benchmark, built as the original benchmark built its sets, and ``hard``, the
+package's earlier sets, shipped unchanged as a harder variant. Each was built with ``opcc-edu
+build queries ENV --recipe R`` (:func:`opcc_edu.queries.build_and_save_query_set`); its metadata
+records the command, seed, package versions, the filter rule, the counts of every step and the
+checksums of the policies it was labelled with, which :func:`load_queries` checks. The ``hard``
+files predate recipe names and record none: a set without one is a ``hard`` set.
 """
 
 from __future__ import annotations
@@ -12,54 +16,81 @@ from pathlib import Path
 import numpy as np
 
 from ..envs import ENV_NAMES, get_spec
+from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+from ..utils import check_choice
 from .filtering import gap_rule
 from .metadata import verify_policies
 from .queryset import QuerySet
 
 QUERIES_DIR = Path(__file__).resolve().parents[1] / "assets" / "queries"
-"""Folder of the shipped query sets."""
+"""Folder of the shipped query sets (one subfolder per recipe)."""
 
 
-def query_set_path(env_name: str) -> Path:
-    """Where the shipped query set of ``env_name`` lives."""
-    return QUERIES_DIR / f"{get_spec(env_name).name}.npz"
+def recipe_of(query_set: QuerySet) -> str:
+    """The recipe a query set was built by (``"hard"`` for sets that predate recipe names)."""
+    return str(query_set.metadata.get("recipe", "hard"))
 
 
-def load_queries(env_name: str, verify: bool = True) -> QuerySet:
+def query_set_path(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE) -> Path:
+    """Where the shipped query set of ``env_name`` built by ``recipe`` lives.
+
+    Raises:
+        ValueError: unknown environment or recipe (lists the valid ones).
+    """
+    check_choice(recipe, QUERY_RECIPES, "recipe")
+    return QUERIES_DIR / recipe / f"{get_spec(env_name).name}.npz"
+
+
+def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool = True) -> QuerySet:
     """The shipped query set of an environment (validated).
 
     Args:
         env_name: environment.
+        recipe: ``"paper"`` (the default, the benchmark) or ``"hard"`` (the harder variant).
         verify: check that the set was labelled with the currently shipped policies
             (:func:`opcc_edu.queries.verify_policies`).
 
+    Returns:
+        The set; ``metadata["recipe"]`` names its recipe.
+
     Raises:
-        ValueError: unknown environment (lists the valid names), or (with ``verify``) the
-            shipped policies differ from those the set was labelled with.
-        FileNotFoundError: the set has not been built (``opcc-edu build queries ENV``).
+        ValueError: unknown environment or recipe (lists the valid names), the file records
+            another recipe than its folder, or (with ``verify``) the shipped policies differ
+            from those the set was labelled with.
+        FileNotFoundError: the set has not been built (``opcc-edu build queries ENV --recipe R``).
     """
-    path = query_set_path(env_name)
+    if not isinstance(verify, bool):
+        raise ValueError(f"verify must be True or False, got {verify!r} (the recipe is the second argument)")
+    path = query_set_path(env_name, recipe)
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; build it with `opcc-edu build queries {env_name}`")
+        raise FileNotFoundError(
+            f"{path} is missing; build it with `opcc-edu build queries {get_spec(env_name).name} --recipe {recipe}`"
+        )
     queries = QuerySet.load(path)
+    recorded = recipe_of(queries)
+    if recorded != recipe:
+        raise ValueError(f"{path} records recipe {recorded!r} but lies in the folder of recipe {recipe!r}")
+    queries.metadata["recipe"] = recorded
     if verify:
         verify_policies(queries)
     return queries
 
 
 def info_lines() -> list[str]:
-    """Lines for ``opcc-edu info``: the shipped query sets."""
+    """Lines for ``opcc-edu info``: the shipped query sets of both recipes."""
     lines = ["Query sets (paper Table 8: 1500 queries per environment; horizons 10-50):"]
-    lines.append(f"  {'env':<15} {'queries':>7} {'same-state':>10} {'V_a<V_b':>8} {'median gap':>10}  filter")
-    for name in ENV_NAMES:
-        path = query_set_path(name)
+    lines.append(
+        f"  {'recipe':<6} {'env':<15} {'queries':>7} {'same-state':>10} {'V_a<V_b':>8} {'median gap':>10}  filter"
+    )
+    for recipe, name in ((r, n) for r in QUERY_RECIPES for n in ENV_NAMES):
+        path = query_set_path(name, recipe)
         if not path.exists():
-            lines.append(f"  {name:<15} {'not built':>7}")
+            lines.append(f"  {recipe:<6} {name:<15} {'not built':>7}")
             continue
         try:
             queries = QuerySet.load(path)
         except (ValueError, OSError) as exc:
-            lines.append(f"  {name:<15} unreadable ({exc})")
+            lines.append(f"  {recipe:<6} {name:<15} unreadable ({exc})")
             continue
         try:
             verify_policies(queries)
@@ -67,7 +98,8 @@ def info_lines() -> list[str]:
         except ValueError:
             stale = "  [stale: the shipped policies changed since it was built]"
         lines.append(
-            f"  {name:<15} {len(queries):>7} {int(queries.same_state.sum()):>10} {queries.target.mean():>8.2f} "
-            f"{np.median(queries.gap):>10.2f}  {gap_rule(name)}{stale}"
+            f"  {recipe:<6} {name:<15} {len(queries):>7} {int(queries.same_state.sum()):>10} "
+            f"{queries.target.mean():>8.2f} {np.median(queries.gap):>10.2f}  "
+            f"{queries.metadata.get('filter_rule', gap_rule(name))}{stale}"
         )
     return lines
