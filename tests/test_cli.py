@@ -172,11 +172,25 @@ def test_build_queries_passes_only_given_options(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(queries, "build_and_save_query_set", fake)
     out = tmp_path / "sets"
     assert main(["build", "queries", "hopper", "--out", str(out), "--n-queries", "30", "--no-progress"]) == 0
-    assert calls == [("hopper", str(out), False, {"n_queries": 30})]
+    assert calls == [("hopper", str(out), False, {"recipe": "paper", "queries_per_pair": 5})]
     assert out.is_dir() and "hopper: 1500 queries" in capsys.readouterr().out
     calls.clear()
+    argv = ["build", "queries", "hopper", "--out", str(out), "--recipe", "hard", "--n-queries", "30", "--quiet"]
+    assert main(argv) == 0
+    assert calls == [("hopper", str(out), False, {"recipe": "hard", "n_queries": 30})]
+    calls.clear()
     assert main(["build", "queries", "hopper", "--output", str(tmp_path / "one.npz"), "--seed", "4"]) == 0
-    assert calls == [("hopper", str(tmp_path / "one.npz"), True, {"seed": 4})]
+    assert calls == [("hopper", str(tmp_path / "one.npz"), True, {"recipe": "paper", "seed": 4})]
+    calls.clear()
+    capsys.readouterr()
+    # options of the other recipe, and a paper size that does not split over the 6 policy pairs
+    assert main(["build", "queries", "hopper", "--out", str(out), "--candidates", "10"]) == 2
+    assert "--candidates does not apply to --recipe paper" in capsys.readouterr().err
+    assert main(["build", "queries", "hopper", "--out", str(out), "--recipe", "hard", "--max-candidates", "9"]) == 2
+    assert "--max-candidates does not apply to --recipe hard" in capsys.readouterr().err
+    assert main(["build", "queries", "hopper", "--out", str(out), "--n-queries", "31"]) == 2
+    assert "multiple of the 6 policy pairs" in capsys.readouterr().err
+    assert calls == []
 
 
 def test_build_policies_passes_its_options(tmp_path, monkeypatch, capsys):
@@ -207,7 +221,7 @@ def test_ablation_dry_run_lists_runs_and_writes_nothing(tmp_path, monkeypatch, c
     monkeypatch.chdir(tmp_path)
     assert main(["ablation", "horizon", "--dry-run", "--profile", "tiny", "--seeds", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("horizon: 3 runs in profile tiny (0 done) -> " + str(Path("results/ablations/tiny")))
+    assert out.startswith("horizon: 3 runs in profile tiny (0 done) -> " + str(Path("results/ablations/paper/tiny")))
     assert "todo  maze2d-umaze/1m/seed2/default" in out
     assert list(tmp_path.iterdir()) == []
 
@@ -216,7 +230,7 @@ def test_ablation_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
     from opcc_edu.experiments import runner, synthetic_answer_function
 
     monkeypatch.setattr(
-        runner, "baseline_answer_function", lambda profile=None: synthetic_answer_function(n_queries=50)
+        runner, "baseline_answer_function", lambda profile=None, queries=None: synthetic_answer_function(n_queries=50)
     )
     monkeypatch.setenv("OPCC_EDU_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "ablations"
@@ -228,10 +242,14 @@ def test_ablation_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
     assert "Randomized constant prior" in capsys.readouterr().out
     assert main(["ablation", "prior-scale", "--dry-run", *common]) == 0
     assert "(3 done)" in capsys.readouterr().out
-    meta = (root / "tiny" / "meta.json").read_text()
-    assert "opcc-edu ablation prior-scale --max-runs 3 --profile tiny" in meta
+    meta = (root / "paper" / "tiny" / "meta.json").read_text()
+    assert "opcc-edu ablation prior-scale --max-runs 3 --profile tiny" in meta and '"queries": "paper"' in meta
     assert main(["report", "--out", str(root), "--format", "latex"]) == 0
     captured = capsys.readouterr()
     assert "\\section*" in captured.out and (root / "report.tex").exists()
     assert main(["report", "--out", str(root), "--profiles", "paper"]) == 2
+    # the no-model heuristic on the hard sets: its own directory, its own confidence name
+    assert main(["ablation", "horizon", "--baseline", "heuristic", "--queries", "hard", "--seeds", "1", *common]) == 0
+    table = (root / "hard" / "tiny-heuristic" / "results.csv").read_text()
+    assert ",heuristic,1,1," in table and ",ev," not in table
     assert "tiny" in capsys.readouterr().err

@@ -426,7 +426,7 @@ def test_dry_run_lists_the_plan_without_writing_and_reports_are_written(tmp_path
     assert not root.exists(), "a dry run writes nothing"
     ex.run_grid(
         ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2),
-        root / "tiny",
+        root / "paper" / "tiny",
         answer_fn=FakeAnswers(),
         progress=False,
     )
@@ -521,19 +521,22 @@ def test_committed_results_prefers_the_largest_profile(tmp_path):
     assert ex.committed_results(root) is None
     answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
     ex.run_grid(
-        ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=1), root / "tiny", answer_fn=answer, progress=False
+        ex.plan_ablation("horizon", "tiny", datasets=["1m"], seeds=1),
+        root / "paper" / "tiny",
+        answer_fn=answer,
+        progress=False,
     )
-    assert ex.committed_results(root) == root / "tiny"
+    assert ex.committed_results(root) == root / "paper" / "tiny"
     ex.run_grid(
         ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1),
-        root / "classroom",
+        root / "paper" / "classroom",
         answer_fn=answer,
         profile="classroom",
         progress=False,
     )
-    assert ex.committed_results(root) == root / "classroom"
+    assert ex.committed_results(root) == root / "paper" / "classroom"
     assert ex.find_results_root(tmp_path / "results") == root
-    assert ex.read_meta(root / "tiny")["sessions"][0]["runs_completed"] == 1
+    assert ex.read_meta(root / "paper" / "tiny")["sessions"][0]["runs_completed"] == 1
 
 
 def test_committed_results_for_one_ablation(tmp_path):
@@ -541,19 +544,19 @@ def test_committed_results_for_one_ablation(tmp_path):
     answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
     ex.run_grid(
         ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=1),
-        root / "tiny",
+        root / "paper" / "tiny",
         answer_fn=answer,
         progress=False,
     )
     ex.run_grid(
         ex.plan_ablation("horizon", "classroom", datasets=["1m"], seeds=1),
-        root / "classroom",
+        root / "paper" / "classroom",
         answer_fn=answer,
         profile="classroom",
         progress=False,
     )
-    assert ex.committed_results(root, ablation="horizon") == root / "classroom"
-    assert ex.committed_results(root, ablation="prior-scale") == root / "tiny"
+    assert ex.committed_results(root, ablation="horizon") == root / "paper" / "classroom"
+    assert ex.committed_results(root, ablation="prior-scale") == root / "paper" / "tiny"
     assert ex.committed_results(root, ablation="mixture") is None
 
 
@@ -563,16 +566,16 @@ def test_committed_profiles_and_runs_table(tmp_path):
     for profile in ("tiny", "classroom"):
         ex.run_grid(
             ex.plan_ablation("horizon", profile, datasets=["1m"], seeds=2),
-            root / profile,
+            root / "paper" / profile,
             answer_fn=answer,
             profile=profile,
             progress=False,
         )
-    assert ex.committed_profiles(root, ablation="horizon") == [root / "classroom", root / "tiny"]
+    assert ex.committed_profiles(root, ablation="horizon") == [root / "paper" / "classroom", root / "paper" / "tiny"]
     assert ex.committed_profiles(root, ablation="prior-scale") == []
-    runs = ex.load_runs(root / "tiny")
+    runs = ex.load_runs(root / "paper" / "tiny")
     assert len(runs) == 2 and (runs["seconds"] >= 0).all() and set(runs["n_queries"]) == {50}
-    rows = ex.ablation_rows(ex.load_results(root / "tiny"), "horizon")
+    rows = ex.ablation_rows(ex.load_results(root / "paper" / "tiny"), "horizon")
     assert set(rows["level"]) == {str(h) for h in HORIZONS} and set(rows["run_id"]) == set(runs["run_id"])
 
 

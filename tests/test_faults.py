@@ -88,7 +88,7 @@ def shipped_copy(tmp_path, monkeypatch):
         "MANIFEST.json",
         "paper_results.csv",
         "policies/maze2d-open/level2.safetensors",
-        "queries/maze2d-open.npz",
+        "queries/paper/maze2d-open.npz",
     )
     for rel in shipped:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -108,12 +108,12 @@ def _load_policy(root: Path):
 def _load_queries(root: Path):
     from opcc_edu.queries import QuerySet
 
-    return QuerySet.load(root / "queries" / "maze2d-open.npz")
+    return QuerySet.load(root / "queries" / "paper" / "maze2d-open.npz")
 
 
 @pytest.mark.parametrize(
     ("rel", "load"),
-    [("policies/maze2d-open/level2.safetensors", _load_policy), ("queries/maze2d-open.npz", _load_queries)],
+    [("policies/maze2d-open/level2.safetensors", _load_policy), ("queries/paper/maze2d-open.npz", _load_queries)],
 )
 @pytest.mark.parametrize("keep_sidecar", [True, False])
 def test_tampered_shipped_asset_is_a_clear_error(shipped_copy, rel, load, keep_sidecar):

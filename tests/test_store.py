@@ -26,7 +26,7 @@ from opcc_edu import experiments as ex
 from opcc_edu.experiments import records as records_module
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = ROOT / "results" / "ablations" / "tiny"
+COMMITTED = ROOT / "results" / "ablations" / "hard" / "tiny"
 ANSWER = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
 NEW_RUN = ex.GridSpec(("maze2d-umaze",), {"maze2d-umaze": ("1m",)}, (99,))
 
@@ -36,7 +36,23 @@ def small_grid(seeds: int = 3) -> ex.GridSpec:
 
 
 def run(grid: ex.GridSpec, directory: Path, answer=ANSWER, **kwargs):
+    # the committed results answered the hard query sets; a directory holds one recipe
+    kwargs.setdefault("queries", "hard")
     return ex.run_grid(grid, directory, answer_fn=answer, profile="tiny", progress=False, save_values=False, **kwargs)
+
+
+def test_a_directory_holds_one_recipe(committed, tmp_path):
+    assert ex.results_recipe(committed) == "hard"
+    with pytest.raises(ValueError, match="holds runs on the 'hard' query sets, not 'paper'"):
+        run(small_grid(1), committed, queries="paper")
+    fresh = tmp_path / "fresh"
+    run(small_grid(1), fresh, queries="paper")
+    assert json.loads((fresh / "meta.json").read_text())["queries"] == "paper"
+    assert ex.results_recipe(fresh) == "paper"
+    with pytest.raises(ValueError, match="not 'hard'"):
+        run(small_grid(1), fresh, queries="hard")
+    with pytest.raises(ValueError, match="queries"):
+        run(small_grid(1), fresh, queries="easy")
 
 
 class Counting:
@@ -229,7 +245,7 @@ if mode == "race":  # start together: announce, then wait for the signal
     open(os.path.join(sync, f"ready{os.getpid()}"), "w").close()
     while not os.path.exists(os.path.join(sync, "go")):
         time.sleep(0.02)
-ex.run_grid(grid, directory, answer_fn=answer, profile="tiny", progress=False, save_values=False)
+ex.run_grid(grid, directory, answer_fn=answer, profile="tiny", progress=False, save_values=False, queries="hard")
 """
 
 
