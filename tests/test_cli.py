@@ -253,3 +253,27 @@ def test_ablation_runs_resumes_and_reports(tmp_path, monkeypatch, capsys):
     table = (root / "hard" / "tiny-heuristic" / "results.csv").read_text()
     assert ",heuristic,1,1," in table and ",ev," not in table
     assert "tiny" in capsys.readouterr().err
+
+
+def test_info_queries_describes_a_set(capsys):
+    assert main(["info", "queries", "maze2d-umaze", "--recipe", "hard"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Query set maze2d-umaze (recipe hard): 1500 queries")
+    assert "same-state 50.0%" in out and "no-model heuristic error: 0.267" in out
+    assert main(["info", "queries", "hopper"]) == 0
+    assert "(recipe paper)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # an environment without the topic: argparse names the choices
+        main(["info", "maze2d-umaze"])
+    assert "invalid choice: 'maze2d-umaze' (choose from 'queries')" in capsys.readouterr().err
+
+
+def test_run_with_the_heuristic_trains_nothing(tmp_path, capsys):
+    import json
+
+    argv = ["run", "maze2d-umaze", "--baseline", "heuristic", "--queries", "hard", "--out", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "hard query set, no-model heuristic" in out and "nothing trained" in out and "heuristic" in out
+    summary = json.loads((tmp_path / "maze2d-umaze" / "heuristic" / "results.json").read_text())
+    assert summary["baseline"] == "heuristic" and summary["queries_recipe"] == "hard" and summary["config"] is None
+    assert summary["n_queries"] == 300 and 0.15 < summary["metrics"]["heuristic"]["all"]["loss"] < 0.4

@@ -97,6 +97,19 @@ def draw_maze(env_name: str, ax: Axes | None = None) -> Axes:
     return ax
 
 
+def set_gap_threshold(queries: Any, horizon: int) -> float:
+    """The gap a query of ``horizon`` needed to enter this set: the recipe's filter.
+
+    ``paper`` sets record ``min_gap`` (kept when the gap exceeds it); other sets use
+    :func:`opcc_edu.queries.gap_threshold`, the ``hard`` recipe's rule.
+    """
+    from ..queries import gap_threshold
+
+    if queries.metadata.get("recipe") == "paper" and "min_gap" in queries.metadata:
+        return float(queries.metadata["min_gap"])
+    return gap_threshold(queries.env_name, horizon)
+
+
 def plot_value_scatter(
     queries: Any, horizons: Sequence[int] | None = None, axes: Any = None, max_points: int | None = None, seed: int = 0
 ) -> np.ndarray:
@@ -117,8 +130,6 @@ def plot_value_scatter(
     """
     import matplotlib.pyplot as plt
 
-    from ..queries import gap_threshold
-
     horizons = list(queries.horizons if horizons is None else horizons)
     if axes is None:
         size = figure_size(columns=len(horizons), panel_aspect=1.15)
@@ -138,7 +149,7 @@ def plot_value_scatter(
         hi = max(sub.value_a.max(), sub.value_b.max())
         pad = 0.05 * (hi - lo + 1e-9)
         line = np.array([lo - pad, hi + pad])
-        width = gap_threshold(queries.env_name, h)
+        width = set_gap_threshold(queries, h)
         ax.fill_between(line, line - width, line + width, color="0.85", lw=0, label="removed (ambiguous)")
         ax.plot(line, line, color="0.5", lw=0.8, ls="--")
         for answer in (1, 0):
@@ -176,8 +187,6 @@ def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log
     """
     import matplotlib.pyplot as plt
 
-    from ..queries import gap_threshold
-
     if ax is None:
         _, ax = plt.subplots(figsize=figure_size(width=0.75 * PAGE_WIDTH, panel_aspect=0.64))
     gaps = queries.gap
@@ -187,7 +196,7 @@ def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log
     for i, h in enumerate(horizons):
         color = cmap(i / max(len(horizons) - 1, 1))
         ax.hist(gaps[queries.horizon == h], bins=edges, histtype="step", lw=1.4, color=color, label=f"h = {h}", log=log)
-        ax.axvline(gap_threshold(queries.env_name, h), color=color, lw=0.8, ls=":")
+        ax.axvline(set_gap_threshold(queries, h), color=color, lw=0.8, ls=":")
     unit = _value_unit(queries.env_name)
     ax.set_xlabel(f"value gap $|V^{{\\pi}}(s,h) - V^{{\\hat\\pi}}(\\hat s,h)|$ ({unit})")
     ax.set_ylabel("queries")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce the committed ablation results under results/ablations/<profile>/.
+# Reproduce the committed ablation results under results/ablations/<recipe>/<profile>/.
 #
 # Every ablation of the registry (opcc_edu.experiments.ABLATIONS) runs in turn; runs shared by
 # several ablations (the default model) are computed once, and an interrupted invocation resumes
@@ -7,7 +7,8 @@
 # share the directory). Each invocation appends its command, machine and wall time to
 # <profile>/meta.json; the report at the end puts every table next to the paper's numbers.
 #
-# Usage: [DATASETS="random"] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
+# Usage: [QUERIES=hard] [DATASETS="random"] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
+#   QUERIES: the query sets' recipe, paper (default) or hard; the committed grids used hard.
 #   defaults: tiny, the profile's seed count, the profile's environments, the profile's
 #   datasets (DATASETS restricts every environment to those datasets).
 set -euo pipefail
@@ -20,15 +21,16 @@ command="results/ablations/run_committed.sh $*"
 for name in horizon confidence ensemble-count prior-scale stochastic model-type normalization \
     clipping termination mixture dataset-type; do
     echo "$(date -u +%FT%TZ) start $name"
-    nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "$@" <<'PY'
+    nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "${QUERIES:-paper}" "$@" <<'PY'
 import sys
 
 from opcc_edu.experiments import run_ablation
 
-name, profile, seeds, datasets, command, *environments = sys.argv[1:]
+name, profile, seeds, datasets, command, queries, *environments = sys.argv[1:]
 run_ablation(
     name,
     out="results/ablations",
+    queries=queries,
     profile=profile,
     environments=environments or None,
     datasets=datasets.split() or None,
