@@ -290,17 +290,23 @@ def answer_queries(
     )
 
 
-def heuristic_as_answers(queries: QuerySet, k: int = 10) -> Answers:
+def heuristic_as_answers(queries: QuerySet, k: int = 10, rule: Any = None) -> Answers:
     """The no-model heuristic's answers (:mod:`opcc_edu.baselines.heuristic`) as :class:`Answers`.
 
     The values held are the rule's (N, 1) scores of each side; predictions and confidences are
     the rule's, under the confidence name ``"heuristic"``, scored by the same metrics.
+
+    Args:
+        queries: N queries.
+        k: bins of CR_K.
+        rule: the rule's :class:`~opcc_edu.baselines.heuristic.HeuristicAnswers` to ``queries``
+            when already computed (default: computed here).
     """
     from .heuristic import heuristic_answers, heuristic_metrics
 
     start = time.perf_counter()
-    rule = heuristic_answers(queries)
-    metrics = {"heuristic": heuristic_metrics(queries, k=k)}
+    rule = heuristic_answers(queries) if rule is None else rule
+    metrics = {"heuristic": heuristic_metrics(queries, k=k, answers=rule)}
     return Answers(
         env_name=queries.env_name,
         dataset_name="none",

@@ -254,12 +254,15 @@ def heuristic_error(queries: QuerySet) -> float:
     return float(np.mean(heuristic_answers(queries).prediction != queries.target))
 
 
-def heuristic_metrics(queries: QuerySet, k: int = 10) -> dict[str, dict[str, float]]:
+def heuristic_metrics(
+    queries: QuerySet, k: int = 10, answers: HeuristicAnswers | None = None
+) -> dict[str, dict[str, float]]:
     """The paper's metrics of the rule, per horizon and over all queries.
 
     Args:
         queries: a non-empty query set.
         k: coverage bins for CR_K.
+        answers: the rule's answers to ``queries`` when already computed (default: computed here).
 
     Returns:
         ``{str(h): metrics, ..., ALL_HORIZONS: metrics}`` with the dicts of
@@ -272,7 +275,9 @@ def heuristic_metrics(queries: QuerySet, k: int = 10) -> dict[str, dict[str, flo
 
     if len(queries) == 0:
         raise ValueError("queries must hold at least one query")
-    answers = heuristic_answers(queries)
+    answers = heuristic_answers(queries) if answers is None else answers
+    if answers.prediction.shape != (len(queries),):
+        raise ValueError(f"answers must hold {len(queries)} predictions, got {answers.prediction.shape}")
     result = {}
     for h in queries.horizons:
         mask = queries.horizon == h

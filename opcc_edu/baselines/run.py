@@ -72,8 +72,9 @@ def run_end_to_end(
 
         query_set = select_profile_queries(load_queries(env_name, queries))
         echo(f"opcc-edu run: {env_name}, {queries} query set, no-model heuristic, profile {profile.name}")
-        echo(f"  rule: {heuristic_answers(query_set).rule}")
-        answers = heuristic_as_answers(query_set)
+        rule = heuristic_answers(query_set)
+        echo(f"  rule: {rule.rule}")
+        answers = heuristic_as_answers(query_set, rule=rule)
         echo(f"  {len(answers.target)} queries answered in {answers.answer_seconds:.2f} s (nothing trained)")
         directory = Path(out) / env_name / "heuristic"
     else:

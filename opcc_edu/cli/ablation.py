@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from .options import (
+    add_baseline,
     add_out,
+    add_recipe,
     check_cache_dir,
     check_output_dir,
     choice_type,
@@ -34,19 +35,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("name", metavar="NAME", type=choice_type("ablation", _ablation_names), help=f"one of: {names}")
     add_out(parser, "results/ablations", "results root; results go to OUT/QUERIES/PROFILE (default: results/ablations)")
-    parser.add_argument(
-        "--queries",
-        choices=list(QUERY_RECIPES),
-        default=DEFAULT_QUERY_RECIPE,
-        help=f"query sets to answer: paper or hard (default {DEFAULT_QUERY_RECIPE})",
-    )
-    parser.add_argument(
-        "--baseline",
-        choices=list(BASELINES),
-        default="ensemble",
-        help="ensemble (the paper's) or heuristic (no model; results go to OUT/QUERIES/PROFILE-heuristic) "
-        "(default ensemble)",
-    )
+    add_recipe(parser, "--queries", "query sets to answer: paper or hard")
+    add_baseline(parser, "ensemble (the paper's) or heuristic (no model; results go to OUT/QUERIES/PROFILE-heuristic)")
     parser.add_argument(
         "--environments",
         nargs="+",

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from .errors import require_extra
 from .options import (
     UsageError,
     add_command,
     add_out,
+    add_recipe,
     add_seed,
     check_cache_dir,
     check_output_dir,
@@ -158,12 +158,7 @@ def _register_queries(targets: argparse._SubParsersAction) -> None:
         "--seed.",
     )
     p.add_argument("env", metavar="ENV", type=environment_or_all, help="environment, or 'all'")
-    p.add_argument(
-        "--recipe",
-        choices=list(QUERY_RECIPES),
-        default=DEFAULT_QUERY_RECIPE,
-        help=f"construction recipe (default {DEFAULT_QUERY_RECIPE})",
-    )
+    add_recipe(p, "--recipe", "construction recipe")
     add_seed(p, None, "construction seed (default: the seed of the shipped sets)")
     p.add_argument(
         "--n-queries",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from .options import UsageError, environment
+from .options import UsageError, add_recipe, environment
 
 #: Modules that contribute a section to ``opcc-edu info`` through ``info_lines() -> list[str]``.
 INFO_PROVIDERS: tuple[str, ...] = (
@@ -18,8 +18,6 @@ INFO_PROVIDERS: tuple[str, ...] = (
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the options and handler of ``opcc-edu info``."""
-    from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
-
     parser.description = (
         "List the benchmark's environments (paper Table 8), the active profile, and the policies, "
         "datasets, query sets and ablations shipped with or cached by the package. `opcc-edu info queries "
@@ -32,12 +30,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "env", metavar="ENV", nargs="?", type=environment, default=None, help="environment (default: all seven)"
     )
-    parser.add_argument(
-        "--recipe",
-        choices=list(QUERY_RECIPES),
-        default=DEFAULT_QUERY_RECIPE,
-        help=f"query-set recipe to describe (default {DEFAULT_QUERY_RECIPE})",
-    )
+    add_recipe(parser, "--recipe", "query-set recipe to describe")
     parser.set_defaults(handler=_info)
 
 

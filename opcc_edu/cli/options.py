@@ -168,6 +168,22 @@ def add_seed(parser: argparse.ArgumentParser, default: int | None, help: str) ->
     parser.add_argument("--seed", type=non_negative_int, metavar="N", default=default, help=help)
 
 
+def add_recipe(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """Add ``flag`` (``--queries`` or ``--recipe``): a query-set recipe, ``paper`` by default."""
+    from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+
+    parser.add_argument(
+        flag, choices=list(QUERY_RECIPES), default=DEFAULT_QUERY_RECIPE, help=f"{help} (default {DEFAULT_QUERY_RECIPE})"
+    )
+
+
+def add_baseline(parser: argparse.ArgumentParser, help: str) -> None:
+    """Add ``--baseline ensemble|heuristic`` (default ``ensemble``)."""
+    from ..names import BASELINES
+
+    parser.add_argument("--baseline", choices=list(BASELINES), default="ensemble", help=f"{help} (default ensemble)")
+
+
 def add_command(
     subparsers: argparse._SubParsersAction, name: str, help: str, description: str
 ) -> argparse.ArgumentParser:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from .options import (
+    add_baseline,
     add_out,
+    add_recipe,
     add_seed,
     check_cache_dir,
     check_output_dir,
@@ -19,7 +21,6 @@ from .options import (
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the options and handler of ``opcc-edu run``."""
     from ..dynamics.spec import MODEL_TYPES, TERMINATION_MODES
-    from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 
     parser.description = (
         "The paper's baseline end to end: train a dynamics-model ensemble on an offline dataset (or "
@@ -62,18 +63,11 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="how model rollouts terminate (default predefined)",
     )
     parser.add_argument("--mixture", action="store_true", help="a random member per rollout step")
-    parser.add_argument(
-        "--queries",
-        choices=list(QUERY_RECIPES),
-        default=DEFAULT_QUERY_RECIPE,
-        help=f"query sets: paper (as the original benchmark built them) or hard (default {DEFAULT_QUERY_RECIPE})",
-    )
-    parser.add_argument(
-        "--baseline",
-        choices=list(BASELINES),
-        default="ensemble",
-        help="ensemble (the paper's baseline) or heuristic (no model: the start closer to the goal, or the "
-        "policy with the higher average return, wins; nothing is trained) (default ensemble)",
+    add_recipe(parser, "--queries", "query sets: paper (as the original benchmark built them) or hard")
+    add_baseline(
+        parser,
+        "ensemble (the paper's baseline) or heuristic (no model: the start closer to the goal, or the policy with "
+        "the higher average return, wins; nothing is trained)",
     )
     parser.add_argument("--device", default=None, help="torch device: cpu, cuda, cuda:N (default: CUDA when available)")
     parser.add_argument(
