@@ -4,6 +4,7 @@ The public API is re-exported here; each subsystem lives in its own module:
 
 * :mod:`opcc_edu.config` -- profiles (``tiny``, ``classroom``, ``paper``).
 * :mod:`opcc_edu.envs` -- the seven benchmark environments and termination functions.
+* :mod:`opcc_edu.rewards` -- the environments' reward functions, batched torch (PETS-style rollouts).
 * :mod:`opcc_edu.mdp` -- exact and Monte-Carlo values on tabular MDPs.
 * :mod:`opcc_edu.io` -- atomic, checksummed, pickle-free storage.
 * :mod:`opcc_edu.confidence` -- EV, PCI and U-PCI confidences from ensemble value estimates.
@@ -38,6 +39,11 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "set_state",
         "termination_fn",
     ),
+    "rewards": (
+        "REWARD_FEATURES",
+        "reward_feature",
+        "reward_fn",
+    ),
     "confidence": (
         "CONFIDENCE_FUNCTIONS",
         "compute_confidence",
@@ -49,16 +55,21 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "metrics": (
         "augrc",
+        "auroc",
         "aurcc",
         "coverage_resolution",
         "evaluate",
         "excess_aurcc",
+        "expected_aurcc",
         "expected_random_aurcc",
+        "expected_rpp",
         "mean_confidence_interval",
         "oracle_aurcc",
         "plot_risk_coverage",
         "reverse_pair_proportion",
         "risk_coverage_curve",
+        "selective_gain",
+        "tie_fair_oracle_aurcc",
     ),
     "policies": (
         "POLICY_LEVELS",

@@ -48,7 +48,20 @@ METRIC_NAMES: dict[str, str] = {
     "augrc": "AUGRC (↓)",
     "random_aurcc": "E[AURCC] of random confidence",
     "n_operating_points": "operating points",
+    "expected_aurcc": "tie-fair AURCC (↓)",
+    "expected_rpp": "tie-fair RPP (↓)",
+    "tie_fair_oracle_aurcc": "tie-fair oracle AURCC",
+    "selective_gain": "selective gain (↑)",
+    "auroc": "AUROC (↑)",
 }
+
+#: Metrics that give tied confidences no discount: each scores a confidence as if its ties were
+#: broken uniformly at random (:mod:`opcc_edu.metrics`), so a constant confidence scores what a
+#: random one does. Our tables show them next to the paper's :data:`METRICS`.
+TIE_FAIR_METRICS: tuple[str, ...] = ("expected_aurcc", "expected_rpp", "selective_gain", "augrc", "auroc")
+
+#: Every metric a results table holds: the paper's four, then the tie-fair ones.
+TABLE_METRICS: tuple[str, ...] = (*METRICS, *TIE_FAIR_METRICS)
 
 __all__ = [
     "ALL_HORIZONS",
@@ -60,4 +73,6 @@ __all__ = [
     "METRICS",
     "METRIC_NAMES",
     "QUERY_RECIPES",
+    "TABLE_METRICS",
+    "TIE_FAIR_METRICS",
 ]
