@@ -1,0 +1,347 @@
+"""Answer quality of the paper's baseline against its targets, with the error decomposed.
+
+Two stages, so the expensive part runs once and in the background:
+
+``python benchmarks/bench_answer_quality.py run [--profile classroom] [--seeds 3] [ENV ...]``
+    For each environment and seed: train (or load from the cache) the default ensemble of the
+    profile, then, on the ``paper`` and the ``hard`` query sets, decompose the value error
+    (:func:`opcc_edu.baselines.diagnose.decompose_value_error`: learned reward on true states,
+    true reward on model states, one-step and open-loop error) and record the no-model
+    heuristic's answers. Everything is written to ``.bench-cache/answer_quality/`` (not
+    committed: it holds every member's value of every query side). Training time and the
+    time of the first (cold-cache) answer pass are recorded per seed.
+
+``python benchmarks/bench_answer_quality.py report [--profile classroom]``
+    Scores every recorded run with :func:`opcc_edu.metrics.evaluate` for EV, PCI and U-PCI,
+    aggregates seeds as mean ± 95% t-interval, checks each target of the answer-quality
+    issue and writes ``benchmarks/results/answer_quality_<profile>.md``. Paper values are read
+    from ``opcc_edu/assets/paper_results.csv`` (Tables 1 and 2), never typed in.
+
+The variant "true reward on model states" is what ``reward="predefined"`` computes on the
+mazes (same trained weights: the maze model's reward column is not used in that mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".bench-cache" / "answer_quality"
+OUT = ROOT / "benchmarks" / "results"
+MAZES = ("maze2d-open", "maze2d-umaze", "maze2d-medium", "maze2d-large")
+LOCOMOTION = ("halfcheetah", "hopper", "walker2d")
+RECIPES = ("paper", "hard")
+DECOMPOSE = 300
+"""Queries per set (a fixed, horizon-stratified subset) whose value error is decomposed."""
+
+
+def _stem(profile: str, env: str, seed: int, recipe: str) -> Path:
+    return CACHE / profile / f"{env}__seed{seed}__{recipe}"
+
+
+def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
+    import torch
+
+    from opcc_edu.baselines import EnsembleConfig
+    from opcc_edu.baselines.cache import get_or_train_ensemble
+    from opcc_edu.baselines.diagnose import decompose_value_error
+    from opcc_edu.baselines.estimate import estimate_values, select_profile_queries
+    from opcc_edu.baselines.heuristic import heuristic_answers
+    from opcc_edu.config import use_profile
+    from opcc_edu.datasets import DEFAULT_DATASET, load_dataset
+    from opcc_edu.queries import load_queries
+
+    torch.set_num_threads(2)
+    with use_profile(profile):
+        for env in envs:
+            name = dataset or DEFAULT_DATASET[env]
+            t0 = time.perf_counter()
+            data = load_dataset(env, name, progress=False)
+            data_seconds = time.perf_counter() - t0
+            for seed in range(seeds):
+                if all((_stem(profile, env, seed, r).with_suffix(".json")).exists() for r in RECIPES):
+                    print(f"{env} seed {seed}: done already", flush=True)
+                    continue
+                config = EnsembleConfig.from_profile(seed=seed)
+                t0 = time.perf_counter()
+                model = get_or_train_ensemble(env, name, config, progress=False)
+                load_seconds = time.perf_counter() - t0
+                for recipe in RECIPES:
+                    queries = select_profile_queries(load_queries(env, recipe))
+                    t0 = time.perf_counter()
+                    values_a, values_b = estimate_values(model, queries, seed=seed, progress=False)
+                    answer_seconds = time.perf_counter() - t0
+                    # The decomposition replays every side in the simulator and twice more in the
+                    # model: a fixed subset of DECOMPOSE queries keeps it affordable on a CPU.
+                    subset = select_profile_queries(queries, DECOMPOSE, seed=0)
+                    t0 = time.perf_counter()
+                    dec = decompose_value_error(model, subset, dataset=data, seed=seed)
+                    decompose_seconds = time.perf_counter() - t0
+                    heuristic = heuristic_answers(queries)
+                    stem = _stem(profile, env, seed, recipe)
+                    stem.parent.mkdir(parents=True, exist_ok=True)
+                    arrays = {
+                        "model": np.concatenate([values_a, values_b]).astype(np.float32),
+                        "target": np.asarray(queries.target, dtype=np.int64),
+                        "horizon": np.concatenate([queries.horizon, queries.horizon]),
+                        "same_state": np.concatenate([queries.same_state, queries.same_state]),
+                        "heuristic": np.asarray(heuristic.prediction, dtype=np.int64),
+                        "sub_model": dec.model.astype(np.float32),
+                        "learned_on_true": dec.model_reward_true_states.astype(np.float32),
+                        "sub_true": dec.true,
+                        "sub_target": dec.target,
+                        "sub_same_state": dec.same_state,
+                    }
+                    if dec.true_reward_model_states is not None:
+                        arrays["true_on_model"] = dec.true_reward_model_states.astype(np.float32)
+                    np.savez_compressed(stem.with_suffix(".npz"), **arrays)
+                    meta = {
+                        "env": env,
+                        "dataset": name,
+                        "seed": seed,
+                        "recipe": recipe,
+                        "profile": profile,
+                        "n_queries": len(queries),
+                        "cache_hit": bool(model.info.get("cache_hit", False)),
+                        "train_seconds": float(model.info.get("train_seconds", 0.0)),
+                        "load_or_train_seconds": load_seconds,
+                        "dataset_seconds": data_seconds,
+                        "answer_seconds": answer_seconds,
+                        "decompose_seconds": decompose_seconds,
+                        "decompose_queries": len(subset),
+                        "shares": dec.shares(),
+                        "one_step": {k: np.asarray(v).tolist() for k, v in (dec.one_step or {}).items()},
+                        "open_loop": dec.open_loop,
+                        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+                    }
+                    stem.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+                    print(
+                        f"{env} seed {seed} {recipe}: EV loss "
+                        f"{np.mean((values_a.mean(1) < values_b.mean(1)) != queries.target):.3f}"
+                        f" train {meta['train_seconds']:.0f}s answer {answer_seconds:.0f}s"
+                        f" decompose {decompose_seconds:.0f}s",
+                        flush=True,
+                    )
+
+
+# ----------------------------------------------------------------------------------------------
+def _scores(arr: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    from opcc_edu.confidence import compute_confidence
+    from opcc_edu.metrics import evaluate
+
+    n = len(arr["target"])
+    out = {}
+    for name in ("ev", "pci", "upci"):
+        pred, conf = compute_confidence(name, arr["model"][:n].astype(np.float64), arr["model"][n:].astype(np.float64))
+        out[name] = evaluate(pred, arr["target"], conf)
+    return out
+
+
+def _ev_loss(values: np.ndarray, target: np.ndarray, mask: np.ndarray | None = None) -> float:
+    n = len(target)
+    mean = values.mean(1) if values.ndim == 2 else values
+    pred = (mean[:n] < mean[n:]).astype(np.int64)
+    mask = np.ones(n, bool) if mask is None else mask
+    return float((pred[mask] != target[mask]).mean())
+
+
+def _paper_value(table: int, env: str, dataset: str, metric: str = "loss") -> float | None:
+    import csv
+
+    from opcc_edu.assets import __file__ as assets_init  # noqa: F401  (package data location)
+
+    path = Path(assets_init).parent / "paper_results.csv"
+    with path.open() as handle:
+        for row in csv.DictReader(handle):
+            if (row["table"], row["environment"], row["dataset"], row["metric"]) == (str(table), env, dataset, metric):
+                return float(row["mean"])
+    return None
+
+
+def report(profile: str) -> Path:
+    from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
+
+    runs: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
+    for path in sorted((CACHE / profile).glob("*.json")):
+        meta = json.loads(path.read_text())
+        with np.load(path.with_suffix(".npz")) as npz:
+            arr = {k: npz[k] for k in npz.files}
+        runs.setdefault((meta["env"], meta["recipe"]), []).append((meta, arr))
+    if not runs:
+        raise SystemExit(f"no recorded runs under {CACHE / profile}; run the 'run' stage first")
+
+    def ci(values: list[float]) -> str:
+        return format_mean_ci(*mean_confidence_interval(np.asarray(values, dtype=float)))
+
+    lines = [
+        f"# Answer quality of the default baseline ({profile} profile)",
+        "",
+        "Written by `python benchmarks/bench_answer_quality.py report --profile "
+        f"{profile}` from runs recorded by its `run` stage (seeds 0..S-1, the profile's default "
+        "ensemble, EV unless named). Cells are mean ± 95% t-interval over seeds.",
+        "",
+    ]
+    envs = sorted({env for env, _ in runs}, key=lambda e: (e not in MAZES, e))
+    seeds_seen = {env: sorted({m["seed"] for m, _ in runs.get((env, "paper"), [])}) for env in envs}
+    lines += [f"Seeds per environment: {', '.join(f'{e} {len(s)}' for e, s in seeds_seen.items())}.", ""]
+
+    # --- paper sets ------------------------------------------------------------------------
+    lines += [
+        "## Paper-recipe query sets",
+        "",
+        "| environment | EV loss | paper (Table 1/2) | target | met | heuristic | EV loss, decomposed subset | "
+        "true reward on model states | learned reward on true states |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for env in envs:
+        entries = runs.get((env, "paper"), [])
+        if not entries:
+            continue
+        dataset = entries[0][0]["dataset"]
+        table = 2 if env in MAZES else 1
+        paper = _paper_value(table, env, dataset)
+        margin = 0.03 if env in MAZES else 0.05
+        ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
+        sub_ev = [_ev_loss(a["sub_model"], a["sub_target"]) for _, a in entries]
+        tr = [_ev_loss(a["true_on_model"], a["sub_target"]) for _, a in entries if "true_on_model" in a]
+        lt = [_ev_loss(a["learned_on_true"], a["sub_target"]) for _, a in entries]
+        heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
+        target = None if paper is None else paper + margin
+        met = "—" if target is None else ("yes" if np.mean(ev) <= target else "no")
+        verdicts.append((f"paper set, {env}: EV loss ≤ paper + {margin}", met))
+        lines.append(
+            f"| {env} ({dataset}) | {ci(ev)} | {paper if paper is not None else 'n/a'} | "
+            f"{'n/a' if target is None else f'{target:.3f}'} | {met} | {ci(heur)} | {ci(sub_ev)} | "
+            f"{ci(tr) if tr else 'n/a'} | {ci(lt)} |"
+        )
+
+    # --- hard sets -------------------------------------------------------------------------
+    lines += [
+        "",
+        "## Hard query sets",
+        "",
+        "| environment | EV loss | heuristic | EV below heuristic by ≥ 0.05 | same-state EV loss | "
+        "same-state, true reward on model states (subset) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for env in envs:
+        entries = runs.get((env, "hard"), [])
+        if not entries:
+            continue
+        ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
+        heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
+        gap_met = "yes" if np.mean(heur) - np.mean(ev) >= 0.05 else "no"
+        verdicts.append((f"hard set, {env}: EV ≥ 0.05 below the heuristic", gap_met))
+        n = len(entries[0][1]["target"])
+        same = [_ev_loss(a["model"], a["target"], a["same_state"][:n]) for _, a in entries if a["same_state"].any()]
+        same_tr = [
+            _ev_loss(a["true_on_model"], a["sub_target"], a["sub_same_state"][: len(a["sub_target"])])
+            for _, a in entries
+            if a["sub_same_state"].any() and "true_on_model" in a
+        ]
+        if env in MAZES and same:
+            verdicts.append((f"hard set, {env}: same-state EV loss ≤ 0.30", "yes" if np.mean(same) <= 0.30 else "no"))
+        lines.append(
+            f"| {env} | {ci(ev)} | {ci(heur)} | {gap_met} | {ci(same) if same else 'n/a'} | "
+            f"{ci(same_tr) if same_tr else 'n/a'} |"
+        )
+
+    # --- selective gain ---------------------------------------------------------------------
+    lines += ["", "## Confidence: the paper's AURCC and the tie-fair selective gain (paper sets)", ""]
+    probe = _scores(runs[next(iter(runs))][0][1])["ev"]
+    has_gain = "selective_gain" in probe
+    header = "| environment | confidence | AURCC | loss |"
+    if has_gain:
+        header += " expected AURCC | selective gain | AUROC |"
+    lines += [header, "|" + "---|" * (header.count("|") - 1)]
+    gain_envs = 0
+    for env in envs:
+        entries = runs.get((env, "paper"), [])
+        if not entries:
+            continue
+        scored = [_scores(a) for _, a in entries]
+        best_ok = False
+        for name in ("ev", "pci", "upci"):
+            aurcc = ci([s[name]["aurcc"] for s in scored])
+            row = f"| {env} | {name.upper()} | {aurcc} | {ci([s[name]['loss'] for s in scored])} |"
+            if has_gain:
+                gains = [s[name]["selective_gain"] for s in scored]
+                mean, half = mean_confidence_interval(np.asarray(gains))
+                best_ok |= bool(mean >= 0.3 and not np.isnan(half) and mean - half > 0)
+                row += (
+                    f" {ci([s[name]['expected_aurcc'] for s in scored])} | {ci(gains)} |"
+                    f" {ci([s[name]['auroc'] for s in scored])} |"
+                )
+            lines.append(row)
+        gain_envs += int(best_ok)
+    if has_gain:
+        claim = f"selective gain ≥ 0.3 with interval above 0 in ≥ 6 of 7 environments ({gain_envs} here)"
+        verdicts.append((claim, "yes" if gain_envs >= 6 else "no"))
+
+    # --- decomposition and timing -------------------------------------------------------------
+    lines += [
+        "",
+        "## Where the value error comes from (paper sets, mean over seeds)",
+        "",
+        "Decomposed subset: a fixed, horizon-stratified subset of "
+        f"{DECOMPOSE} queries per set. Errors are in return units (sum of rewards over the horizon).",
+        "",
+        "| environment | mean abs value error | reward part | dynamics part | one-step obs error / scale | "
+        "one-step reward error / scale | open-loop error at 10 / 50 steps | train s (cold) | answer s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for env in envs:
+        entries = runs.get((env, "paper"), [])
+        if not entries:
+            continue
+        metas = [m for m, _ in entries]
+        share = {k: np.mean([m["shares"][k] for m in metas]) for k in ("total", "reward", "dynamics")}
+        one = metas[0]["one_step"]
+        scale = np.maximum(np.asarray(one["obs_scale"]), 1e-12) if one else None
+        obs_ratio = float(np.mean(np.asarray(one["obs"]) / scale)) if one else float("nan")
+        rew_ratio = one["reward"] / max(one["reward_scale"], 1e-12) if one else float("nan")
+        ol = metas[0]["open_loop"]
+        cold = [m["train_seconds"] for m in metas if not m["cache_hit"]]
+        lines.append(
+            f"| {env} | {share['total']:.2f} | {share['reward']:.2f} | {share['dynamics']:.2f} | {obs_ratio:.2f} | "
+            f"{rew_ratio:.2f} | {ol.get('10', float('nan')):.3f} / {ol.get('50', float('nan')):.3f} | "
+            f"{np.mean(cold) if cold else float('nan'):.0f} | {np.mean([m['decompose_seconds'] for m in metas]):.0f} |"
+        )
+
+    lines += ["", "## Targets", "", "| target | met |", "|---|---|"]
+    lines += [f"| {t} | {m} |" for t, m in verdicts]
+    lines += ["", f"Python {sys.version.split()[0]}, {platform.platform()}."]
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = OUT / f"answer_quality_{profile}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(out.read_text())
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="stage", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("envs", nargs="*", default=[*MAZES, *LOCOMOTION])
+    r.add_argument("--profile", default="classroom")
+    r.add_argument("--seeds", type=int, default=3)
+    r.add_argument("--dataset", default=None)
+    p = sub.add_parser("report")
+    p.add_argument("--profile", default="classroom")
+    args = parser.parse_args(argv)
+    if args.stage == "run":
+        run(args.profile, args.envs, args.seeds, args.dataset)
+    else:
+        report(args.profile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The value-error decomposition: each variant checked against an independent computation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from opcc_edu.baselines import EnsembleConfig, estimate_values
+from opcc_edu.baselines.diagnose import decompose_value_error, holdout_indices, one_step_errors
+from opcc_edu.baselines.training import train_ensemble
+from opcc_edu.datasets import generate_dataset
+from opcc_edu.dynamics import build_ensemble
+from opcc_edu.policies import load_policies
+from opcc_edu.queries import load_queries
+from opcc_edu.simulate.values import simulate_trajectories
+
+ENV = "maze2d-umaze"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    data = generate_dataset(ENV, "1m", size=3000, seed=0, progress=False)
+    config = EnsembleConfig(ensemble_size=3, hidden_sizes=(32, 32), train_steps=60, batch_size=64, seed=0)
+    model, _ = train_ensemble(data, config, ENV, progress=False)
+    queries = load_queries(ENV, "hard")
+    queries = queries.select(np.r_[np.flatnonzero(queries.same_state)[:4], np.flatnonzero(~queries.same_state)[:4]])
+    policies = load_policies(ENV)
+    return data, model, queries, policies
+
+
+@pytest.fixture(scope="module")
+def dec(setup):
+    data, model, queries, policies = setup
+    return decompose_value_error(model, queries, policies, dataset=data)
+
+
+def test_model_column_is_the_ensembles_estimate(setup, dec):
+    data, model, queries, policies = setup
+    values_a, values_b = estimate_values(model, queries, policies, progress=False)
+    np.testing.assert_array_equal(dec.model, np.concatenate([values_a, values_b]))
+    np.testing.assert_array_equal(dec.true, np.concatenate([queries.value_a, queries.value_b]))
+    ev = dec.table().query("variant.str.startswith('model') and subset == 'all'")["ev_loss"].item()
+    assert ev == pytest.approx(np.mean((values_a.mean(1) < values_b.mean(1)) != queries.target))
+
+
+def test_learned_reward_on_true_states_by_hand(setup, dec):
+    data, model, queries, policies = setup
+    # Side a of query 0, one step at a time: the simulator's states, each member's reward.
+    trajectory = simulate_trajectories(
+        ENV, queries.state_a[:1], policies, queries.policy_a[:1] - 1, queries.horizon[:1], queries.action_a[:1]
+    )
+    total = np.zeros(model.ensemble_size)
+    for t in range(int(queries.horizon[0])):
+        obs = torch.as_tensor(trajectory.observations[0, t], dtype=torch.float32).expand(model.ensemble_size, 1, -1)
+        act = torch.as_tensor(trajectory.actions[0, t], dtype=torch.float32).expand(model.ensemble_size, 1, -1)
+        reward = model.predict_mean(obs, act)[..., -1].clamp(model.reward_low, model.reward_high)
+        total += reward[:, 0].double().numpy()
+    np.testing.assert_allclose(dec.model_reward_true_states[0], total, rtol=1e-5, atol=1e-5)
+    shares = dec.shares()
+    assert shares["reward"] >= 0 and shares["dynamics"] >= 0
+    assert shares["total"] <= shares["reward"] + shares["dynamics"] + 1e-9
+
+
+def test_true_reward_on_model_states_is_the_predefined_reward_mode(setup, dec):
+    data, model, queries, policies = setup
+    predefined = build_ensemble(dataclasses.replace(model.spec, reward="predefined"), init=False)
+    predefined.load_state_dict(model.state_dict())
+    values_a, values_b = estimate_values(predefined, queries, policies, progress=False)
+    np.testing.assert_allclose(dec.true_reward_model_states, np.concatenate([values_a, values_b]), atol=1e-9)
+    # The reward is 0/1 per step, so each value is a whole number of rewarded steps.
+    np.testing.assert_array_equal(dec.true_reward_model_states, np.round(dec.true_reward_model_states))
+
+
+def test_one_step_errors_and_the_holdout_split(setup):
+    data, model, queries, policies = setup
+    index = holdout_indices(len(data["observations"]), seed=0)
+    assert len(index) == 300 and len(np.unique(index)) == 300
+    errors = one_step_errors(model, data, index)
+    assert errors["obs"].shape == (4,) and np.all(errors["obs"] >= 0) and errors["reward"] >= 0
+    # A model that predicts no change at all scores exactly the scale of the true changes.
+    still = build_ensemble(model.spec, init=False)
+    still.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        still.target_std.zero_()
+        still.target_mean.zero_()
+    zero = one_step_errors(still, data, index)
+    np.testing.assert_allclose(zero["obs"], zero["obs_scale"], rtol=1e-6)
+    assert zero["reward"] == pytest.approx(zero["reward_scale"])
+
+
+def test_open_loop_error_and_plot(setup, dec):
+    data, model, queries, policies = setup
+    assert set(dec.open_loop) <= {1, 2, 5, 10, 20, 30, 40, 50} and 1 in dec.open_loop
+    assert all(v >= 0 for v in dec.open_loop.values())
+    fig = dec.plot()
+    assert len(fig.axes) == 2
+    table = dec.table()
+    assert {"same state", "different state", "all"} <= set(table["subset"])
+
+
+def test_bad_input(setup):
+    data, model, queries, policies = setup
+    with pytest.raises(ValueError, match="empty"):
+        decompose_value_error(model, queries.select(np.array([], dtype=np.int64)), policies)
+    discounted = dataclasses.replace(queries, gamma=np.full(len(queries), 0.9))
+    with pytest.raises(ValueError, match="gamma"):
+        decompose_value_error(model, discounted, policies)
