@@ -25,6 +25,8 @@ Modules, one concept each:
 * :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
 * :mod:`.heuristic` -- a no-model rule (:func:`heuristic_answers`) that shows how hard a
   query set is: the start closer to the goal, or the policy with the higher average return, wins.
+* :mod:`.diagnose` -- :func:`decompose_value_error`: how much of the value error is the learned
+  reward's and how much the learned dynamics', with one-step and open-loop prediction error.
 
 Only :mod:`.config` is imported with the package; the rest (and torch) on first use.
 """
@@ -61,6 +63,8 @@ _LAZY: dict[str, str] = {
     "heuristic_error": "heuristic",
     "heuristic_metrics": "heuristic",
     "maze_goal_distances": "heuristic",
+    "ValueErrorDecomposition": "diagnose",
+    "decompose_value_error": "diagnose",
 }
 
 
