@@ -292,6 +292,7 @@ def test_baseline_defaults_are_read_from_the_config():
         "normalize",
         "clip",
         "termination",
+        "reward",
         "mixture",
     }
     spec = EnsembleConfig(prior_scale=2.0, stochastic=True).model_spec("hopper")

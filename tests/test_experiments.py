@@ -72,6 +72,7 @@ def test_registry_covers_every_paper_ablation_and_practice():
         "normalization": (14, 15),
         "clipping": (),
         "termination": (),
+        "reward": (),
         "mixture": (),
     }
     assert {name: a.paper_tables for name, a in ex.ABLATIONS.items()} == expected

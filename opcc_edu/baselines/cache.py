@@ -33,6 +33,9 @@ CACHE_FORMAT = 2
 
 TRAINING_ARRAYS: tuple[str, ...] = ("observations", "actions", "rewards", "next_observations", "terminals")
 """Arrays of a dataset that training reads (the content hash of a given dataset covers these)."""
+PREDEFINED_REWARD_ARRAYS: tuple[str, ...] = ("timeouts", "infos/qpos")
+"""Arrays that training also reads in predefined-reward mode (episode ends and simulator
+positions give the reward feature); the content hash covers them for such configs only."""
 
 
 def dataset_identity(
@@ -41,6 +44,7 @@ def dataset_identity(
     dataset_size: int | None = None,
     dataset_seed: int = 0,
     dataset: Mapping[str, np.ndarray] | None = None,
+    arrays: tuple[str, ...] = TRAINING_ARRAYS,
 ) -> dict[str, Any]:
     """What identifies the transitions an ensemble is trained on, as a JSON-ready dict.
 
@@ -49,7 +53,7 @@ def dataset_identity(
     format version, the recipe's stream fields, what the data depends on outside the recipe
     (the behaviour policy's SHA-256, the behaviour run) and the resulting stream id; a mixture
     lists the identity of each part. Given arrays are identified by their content: SHA-256 of
-    :data:`TRAINING_ARRAYS` (dtype, shape and bytes).
+    ``arrays`` (dtype, shape and bytes).
 
     Args:
         env_name: environment.
@@ -58,12 +62,13 @@ def dataset_identity(
             for given arrays.
         dataset_seed: seed of the dataset.
         dataset: the transitions themselves, or None for the named dataset.
+        arrays: the keys of ``dataset`` that training reads (default :data:`TRAINING_ARRAYS`).
     """
     from ..datasets import recipes
 
     if dataset is not None:
         digest = hashlib.sha256()
-        for key in TRAINING_ARRAYS:
+        for key in arrays:
             if key in dataset:
                 array = np.ascontiguousarray(dataset[key])
                 digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
@@ -105,10 +110,11 @@ def ensemble_cache_key(
     Args as :func:`dataset_identity`, plus ``config`` (only its training fields count: a
     rollout-only field such as ``mixture`` reuses the trained ensemble).
     """
+    arrays = TRAINING_ARRAYS + (PREDEFINED_REWARD_ARRAYS if config.reward == "predefined" else ())
     return {
         "format": CACHE_FORMAT,
         "env": env_name,
-        "dataset": dataset_identity(env_name, dataset_name, dataset_size, dataset_seed, dataset),
+        "dataset": dataset_identity(env_name, dataset_name, dataset_size, dataset_seed, dataset, arrays),
         "config": config.training_fields(),
     }
 
@@ -168,6 +174,8 @@ def get_or_train_ensemble(
     Raises:
         InsufficientMemoryError: training clearly cannot fit the device's free memory
             (checked before the dataset is loaded).
+        ValueError: ``config.reward == "predefined"`` on a locomotion dataset that records no
+            simulator states (medium-replay), checked before it is loaded.
     """
     from ..datasets import DEFAULT_DATASET, get_recipe, resolve_size
     from ..dynamics import load_ensemble
@@ -176,9 +184,17 @@ def get_or_train_ensemble(
     config = EnsembleConfig.from_profile() if config is None else config
     dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
     if dataset is None:
-        dataset_size = resolve_size(get_recipe(env_name, dataset_name), dataset_size)
+        recipe = get_recipe(env_name, dataset_name)
+        dataset_size = resolve_size(recipe, dataset_size)
+        no_states = recipe.method == "replay"
     else:
         dataset_size = len(dataset["observations"])
+        no_states = "infos/qpos" not in dataset
+    if config.reward == "predefined" and no_states:
+        from ..rewards import REWARD_FEATURES, missing_states_error
+
+        if REWARD_FEATURES[env_name] is not None:
+            raise missing_states_error(env_name, dataset_name)
     key = ensemble_cache_key(env_name, dataset_name, config, dataset_size, dataset_seed, dataset)
     path = _key_path(env_name, dataset_name, key)
     device = get_device(device)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Profile, get_profile
-from ..dynamics.spec import MODEL_TYPES, TERMINATION_MODES, ModelSpec
+from ..dynamics.spec import MODEL_TYPES, REWARD_MODES, TERMINATION_MODES, ModelSpec, fields_dict
 from ..utils import check_choice, check_positive_int, dataclass_from_dict
 
 
@@ -44,6 +44,9 @@ class EnsembleConfig:
     """Clip predicted observations and rewards to the dataset's bounds."""
     termination: str = "predefined"
     """``"predefined"`` (the environment's function), ``"learned"`` or ``"none"``."""
+    reward: str = "learned"
+    """``"learned"`` (the paper: members predict the reward) or ``"predefined"`` (PETS: the
+    environment's reward function of the predicted transition, :mod:`opcc_edu.rewards`)."""
     mixture: bool = False
     """Rollouts draw a random member per step (rollout-only: shares the trained model)."""
     train_steps: int = 50_000
@@ -66,6 +69,7 @@ class EnsembleConfig:
         object.__setattr__(self, "hidden_sizes", widths)
         check_choice(self.model_type, MODEL_TYPES, "model_type")
         check_choice(self.termination, TERMINATION_MODES, "termination")
+        check_choice(self.reward, REWARD_MODES, "reward")
         for name in ("stochastic", "normalize", "clip", "mixture"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -101,10 +105,10 @@ class EnsembleConfig:
         return cls(**{**sizes, **overrides})
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return {
-            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)
-        }
+        """JSON-ready dict of every field, except ``reward`` at its default (``"learned"``): the
+        cache keys, saved metadata and records of such configs are those of before the field
+        existed."""
+        return fields_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnsembleConfig:
@@ -128,6 +132,7 @@ class EnsembleConfig:
             normalize=self.normalize,
             clip=self.clip,
             termination=self.termination,
+            reward=self.reward,
         )
 
     def training_fields(self) -> dict[str, Any]:
@@ -137,13 +142,13 @@ class EnsembleConfig:
 
 #: The model choices of the paper's default baseline (Section 7) -- deterministic feed-forward
 #: members without a randomized prior, normalized inputs, predictions clipped to the data's
-#: bounds, the environment's predefined termination function, one member per rollout -- read
-#: from the field defaults of :class:`EnsembleConfig`. Sizes (members, widths, steps) are not
-#: here: they come from a profile.
+#: bounds, the environment's predefined termination function, learned rewards, one member per
+#: rollout -- read from the field defaults of :class:`EnsembleConfig`. Sizes (members, widths,
+#: steps) are not here: they come from a profile.
 BASELINE_DEFAULTS: dict[str, Any] = {
     f.name: f.default
     for f in dataclasses.fields(EnsembleConfig)
-    if f.name in ("model_type", "stochastic", "prior_scale", "normalize", "clip", "termination", "mixture")
+    if f.name in ("model_type", "stochastic", "prior_scale", "normalize", "clip", "termination", "reward", "mixture")
 }
 
 __all__ = ["BASELINE_DEFAULTS", "EnsembleConfig"]

@@ -83,6 +83,7 @@ def run_end_to_end(
             f"  ensemble: {config.ensemble_size} x {config.model_type.upper()} {list(config.hidden_sizes)}, "
             f"{'stochastic' if config.stochastic else 'deterministic'}, prior scale {config.prior_scale:g}, "
             f"{config.train_steps} steps, seed {config.seed}"
+            + (f", {config.reward} rewards" if config.reward != "learned" else "")
         )
         answers = answer_queries(
             env_name, dataset_name, config, device=device, cache=cache, progress=progress, recipe=queries

@@ -5,6 +5,8 @@
   after the command, one meaning everywhere.
 * :func:`add_out`, :func:`add_seed` -- the per-command ``--out DIR`` and ``--seed N``, spelled
   and checked the same way by every command that has them.
+* :func:`add_recipe`, :func:`add_baseline`, :func:`add_reward` -- ``--queries``/``--recipe``,
+  ``--baseline`` and ``--reward``, one helper per flag.
 * Argument types (:func:`positive_int`, :func:`non_negative_int`, :func:`non_negative_float`,
   :func:`unit_float`, :func:`environment`) that reject bad numbers and names while parsing.
 * :func:`check_output_dir`, :func:`check_cache_dir` -- paths checked before any work starts.
@@ -182,6 +184,19 @@ def add_baseline(parser: argparse.ArgumentParser, help: str) -> None:
     from ..names import BASELINES
 
     parser.add_argument("--baseline", choices=list(BASELINES), default="ensemble", help=f"{help} (default ensemble)")
+
+
+def add_reward(parser: argparse.ArgumentParser) -> None:
+    """Add ``--reward learned|predefined`` (default ``learned``, the paper's)."""
+    from ..dynamics.spec import DEFAULT_REWARD_MODE, REWARD_MODES
+
+    parser.add_argument(
+        "--reward",
+        choices=list(REWARD_MODES),
+        default=DEFAULT_REWARD_MODE,
+        help="rollout rewards: learned by the members (the paper) or the environment's reward function of the "
+        f"predicted transition (PETS) (default {DEFAULT_REWARD_MODE})",
+    )
 
 
 def add_command(

@@ -8,6 +8,7 @@ from .options import (
     add_baseline,
     add_out,
     add_recipe,
+    add_reward,
     add_seed,
     check_cache_dir,
     check_output_dir,
@@ -62,6 +63,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         default="predefined",
         help="how model rollouts terminate (default predefined)",
     )
+    add_reward(parser)
     parser.add_argument("--mixture", action="store_true", help="a random member per rollout step")
     add_recipe(parser, "--queries", "query sets: paper (as the original benchmark built them) or hard")
     add_baseline(
@@ -95,6 +97,7 @@ def _run(args: argparse.Namespace) -> int:
         stochastic=args.stochastic,
         prior_scale=args.prior_scale,
         termination=args.termination,
+        reward=args.reward,
         mixture=args.mixture,
         **{k: v for k, v in sizes.items() if v is not None},
     )

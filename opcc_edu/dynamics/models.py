@@ -1,7 +1,10 @@
 """Dynamics-and-reward model ensembles: feed-forward Gaussian and autoregressive.
 
 Every model here predicts, for each member m, the change of observation and the reward of a
-transition: the target of size K = D + 1 is ``concat(next_obs - obs, reward)``. Targets are
+transition: the target of size K = D + 1 is ``concat(next_obs - obs, reward)``. In
+predefined-reward mode (``spec.reward == "predefined"``) the last column is instead the reward
+feature the observations lack (:func:`opcc_edu.rewards.dataset_reward_feature`) and
+:meth:`DynamicsEnsemble.step` computes the reward with the environment's reward function. Targets are
 standardised with dataset statistics before training (so that velocities and positions weigh
 alike in the loss) and mapped back at prediction time; inputs ``concat(obs, action)`` are
 standardised too when ``normalize`` is on.
@@ -86,6 +89,11 @@ class DynamicsEnsemble(nn.Module):
             from ..envs import termination_fn
 
             self._termination_fn = termination_fn(spec.env_name)
+        self._reward_fn = None
+        if spec.reward == "predefined":
+            from ..rewards import reward_fn
+
+            self._reward_fn = reward_fn(spec.env_name)
 
     # ----------------------------------------------------------------------------------------
     @property
@@ -117,7 +125,8 @@ class DynamicsEnsemble(nn.Module):
             observations: (T, D).
             actions: (T, A).
             next_observations: (T, D).
-            rewards: (T,).
+            rewards: (T,) the last target column: rewards, or the reward feature in
+                predefined-reward mode (whose bounds then clip the predicted feature).
         """
         obs, act, nxt, rew = (
             torch.as_tensor(np.asarray(x), dtype=torch.float64)
@@ -179,7 +188,9 @@ class DynamicsEnsemble(nn.Module):
 
         Returns:
             ``(next_obs (M, B, D), reward (M, B), done (M, B) bool)``; clipped to the data's
-            bounds when ``clip`` is on; ``done`` from the termination mode.
+            bounds when ``clip`` is on; ``done`` from the termination mode. In
+            predefined-reward mode ``reward`` is the environment's reward function of
+            ``(obs, act, next_obs, predicted feature)``, after clipping.
         """
         target, logit = self._sample_target(obs, act, generator)
         target = target * self.target_std + self.target_mean
@@ -189,13 +200,16 @@ class DynamicsEnsemble(nn.Module):
         if self.spec.clip:
             next_obs = torch.maximum(torch.minimum(next_obs, self.obs_high), self.obs_low)
             reward = reward.clamp(self.reward_low, self.reward_high)
+        if self._reward_fn is not None:
+            reward = self._reward_fn(obs, act, next_obs, reward)
         return next_obs, reward, self._termination(next_obs, logit)
 
     @torch.no_grad()
     def predict_mean(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """Each member's mean prediction in data units, before clipping: (M, B, K).
 
-        Entries ``[..., :D]`` are the predicted observation changes, ``[..., D]`` the reward.
+        Entries ``[..., :D]`` are the predicted observation changes, ``[..., D]`` the reward
+        (the reward feature in predefined-reward mode).
         (For the autoregressive model, each dimension is conditioned on the earlier means.)
         The spread of this tensor over members is the ensemble's disagreement.
         """

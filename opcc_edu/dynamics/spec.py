@@ -4,7 +4,9 @@ This module imports neither torch nor the simulator, so configurations can be bu
 validated, compared and stored without them. :class:`ModelSpec` has no defaults for the
 choices a baseline makes (members, widths, model type, noise, prior, normalisation,
 clipping, termination): a spec is always built from a complete configuration, normally
-:meth:`opcc_edu.baselines.EnsembleConfig.model_spec`, which holds the paper's defaults.
+:meth:`opcc_edu.baselines.EnsembleConfig.model_spec`, which holds the paper's defaults. The
+reward mode defaults to the paper's learned reward, which is also what a spec saved before the
+field existed means.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ MODEL_TYPES: tuple[str, ...] = ("ff", "ar")
 TERMINATION_MODES: tuple[str, ...] = ("predefined", "learned", "none")
 """How model rollouts decide termination: the environment's predefined function
 (:func:`opcc_edu.envs.termination_fn`), a learned classifier head, or never."""
+REWARD_MODES: tuple[str, ...] = ("learned", "predefined")
+"""Where model rollouts take rewards from: the members' learned reward (the paper), or the
+environment's reward function applied to the predicted transitions (PETS,
+:func:`opcc_edu.rewards.reward_fn`). In predefined mode the members learn, in the reward's
+place, the reward feature that observations lack (:data:`opcc_edu.rewards.REWARD_FEATURES`:
+x velocity for locomotion); maze rewards need none, so there the column stays the reward and
+rollouts ignore it."""
+DEFAULT_REWARD_MODE = "learned"
+"""The paper's choice; a dict of a spec or config leaves ``reward`` out at this value, so that
+keys and files of configurations without the field stay as they were."""
 ACTIVATION_NAMES: tuple[str, ...] = ("silu", "relu", "tanh")
 """Hidden activations by name (MBPO uses SiLU, also called swish)."""
 
@@ -53,6 +65,10 @@ class ModelSpec:
     """``"predefined"``, ``"learned"`` or ``"none"`` (see :data:`TERMINATION_MODES`)."""
     activation: str = "silu"
     """Hidden activation (MBPO: SiLU)."""
+    reward: str = DEFAULT_REWARD_MODE
+    """``"learned"`` or ``"predefined"`` (see :data:`REWARD_MODES`): in predefined mode the last
+    target column is the reward feature and :meth:`DynamicsEnsemble.step` applies the
+    environment's reward function."""
 
     def __post_init__(self) -> None:
         check_positive_int(self.obs_dim, "obs_dim")
@@ -61,6 +77,7 @@ class ModelSpec:
         check_choice(self.model_type, MODEL_TYPES, "model_type")
         check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.activation, ACTIVATION_NAMES, "activation")
+        check_choice(self.reward, REWARD_MODES, "reward")
         if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
             raise ValueError(f"hidden_sizes must name at least one hidden layer, got {self.hidden_sizes!r}")
         for h in self.hidden_sizes:
@@ -71,7 +88,7 @@ class ModelSpec:
 
     @property
     def target_dim(self) -> int:
-        """K = D + 1: observation change and reward."""
+        """K = D + 1: observation change and reward (the reward feature in predefined-reward mode)."""
         return self.obs_dim + 1
 
     @property
@@ -98,12 +115,24 @@ class ModelSpec:
         return self.ensemble_size * (per_member + logvar)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return {
-            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)
-        }
+        """JSON-ready dict of every field, except ``reward`` at its default (``"learned"``): the
+        spec saved with an ensemble is then the same as before the field existed."""
+        return fields_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        """The inverse of :meth:`to_dict`."""
+        """The inverse of :meth:`to_dict` (a dict without ``reward`` means ``"learned"``)."""
         return dataclass_from_dict(cls, data)
+
+
+def fields_dict(obj: Any) -> dict[str, Any]:
+    """JSON-ready dict of a dataclass's fields (tuples as lists), without ``reward`` when it
+    has its default value :data:`DEFAULT_REWARD_MODE` (shared by :class:`ModelSpec` and
+    :class:`opcc_edu.baselines.EnsembleConfig`, whose dicts name cache files and records)."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "reward" and value == DEFAULT_REWARD_MODE:
+            continue
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out

@@ -20,6 +20,7 @@ import torch
 from ..utils import check_positive_int, get_device
 from .memory import check_memory, training_bytes
 from .models import AutoregressiveEnsemble, DynamicsEnsemble
+from .spec import ModelSpec
 
 
 @dataclasses.dataclass
@@ -66,15 +67,19 @@ def bootstrap_indices(n: int, ensemble_size: int, generator: torch.Generator | N
     return torch.randint(n, (ensemble_size, n), generator=generator)
 
 
-def transition_arrays(dataset: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def transition_arrays(dataset: Mapping[str, np.ndarray], spec: ModelSpec | None = None) -> dict[str, np.ndarray]:
     """Check a D4RL-format dataset and return float32 transition arrays.
 
     Args:
         dataset: mapping with ``observations`` (T, D), ``actions`` (T, A), ``rewards`` (T,),
-            ``next_observations`` (T, D) and optionally ``terminals`` (T,).
+            ``next_observations`` (T, D) and optionally ``terminals`` (T,) (and ``timeouts``,
+            ``infos/qpos`` for a predefined-reward locomotion model).
+        spec: the model's spec; in predefined-reward mode ``reward`` holds the reward feature
+            (:func:`opcc_edu.rewards.dataset_reward_feature`) the model learns in its place.
 
     Returns:
-        dict with ``obs``, ``act``, ``next_obs``, ``reward``, ``terminal`` (float 0/1).
+        dict with ``obs``, ``act``, ``next_obs``, ``reward`` (the model's last target column),
+        ``terminal`` (float 0/1).
     """
     required = ("observations", "actions", "rewards", "next_observations")
     missing = [key for key in required if key not in dataset]
@@ -93,6 +98,10 @@ def transition_arrays(dataset: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
         )
     if t < 2:
         raise ValueError(f"dataset must hold at least 2 transitions, got {t}")
+    if spec is not None and spec.reward == "predefined":
+        from ..rewards import dataset_reward_feature
+
+        rew = dataset_reward_feature(spec.env_name, dataset).astype(np.float32)
     return {"obs": obs, "act": act, "next_obs": nxt, "reward": rew, "terminal": term}
 
 
@@ -195,7 +204,7 @@ def train_dynamics(
 
     steps = check_positive_int(steps, "steps")
     batch_size = check_positive_int(batch_size, "batch_size")
-    data = transition_arrays(dataset)
+    data = transition_arrays(dataset, getattr(model, "spec", None))
     device = get_device(device)
     _check_training_inputs(model, data, batch_size, lr, holdout_fraction, device)
     eval_every = max(1, steps // 10) if eval_every is None else check_positive_int(eval_every, "eval_every")

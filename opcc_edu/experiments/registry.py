@@ -230,6 +230,19 @@ ABLATIONS: dict[str, Ablation] = {
             "so predefined and none coincide there).",
         ),
         Ablation(
+            name="reward",
+            title="Learned vs predefined reward",
+            factor="reward",
+            levels=(
+                Level("learned", {"reward": "learned"}),
+                Level("predefined", {"reward": "predefined"}),
+            ),
+            paper_tables=(),
+            hypothesis="Applying the environment's known reward function to predicted transitions "
+            "(PETS) removes the reward model's error; value errors then come from the dynamics alone.",
+            paper_finding="Not studied in the paper, which learns the reward.",
+        ),
+        Ablation(
             name="mixture",
             title="Mixture propagation",
             factor="mixture",
