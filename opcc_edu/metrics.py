@@ -27,10 +27,14 @@ confidence) and :func:`mean_confidence_interval` / :func:`format_mean_ci` for th
 
 Tie-fair metrics
 ----------------
-The paper's AURCC and RPP reward *ties*. A tied group enters the RCC as one operating point,
-and the straight line from (0, 0) to the first point cuts under the risks that any strict
-ordering of the same queries would show; RPP counts a tied (correct, wrong) pair as not
-reversed. Ties carry no information about which answer is right, yet they earn a discount.
+The paper's AURCC and RPP let *ties* move the score, though ties carry no information about
+which answer is right. A tied group enters the RCC as one operating point, joined to the
+previous one by a straight line. Breaking its ties at random, the expected risks inside the
+group lie on a curve (the risk ``E_i / i`` is not linear in i) that bends *above* that line
+whenever the risk rises through the group -- always for the first group, whose line starts at
+(0, 0) -- so there the ties earn a discount (and a penalty in the rarer case of a group less
+wrong than the queries before it). RPP counts a tied (correct, wrong) pair as not reversed: a
+pure discount.
 
 Worked example: a constant confidence (every query tied). Its RCC has the two points (0, 0)
 and (1, r_f), so ``AURCC = r_f / 2`` and ``RPP = 0`` -- half the AURCC, and a perfect RPP,

@@ -194,6 +194,21 @@ def test_a_constant_confidence_scores_exactly_what_a_random_one_does(n):
     assert metrics.augrc(prediction, target, constant) == pytest.approx(r_f**2 / 2 + correct * errors / (2 * n * n))
 
 
+def test_ties_move_the_paper_aurcc_both_ways_and_the_expected_aurcc_not_at_all():
+    # a tie where the risk rises (the first group, from (0, 0)): the paper's AURCC gets a discount
+    prediction, target = np.array([1, 1, 1]), np.array([1, 0, 0])
+    tied, split = np.array([1.0, 1.0, 1.0]), np.array([3.0, 2.0, 1.0])
+    assert metrics.aurcc(prediction, target, tied) < metrics.expected_aurcc(prediction, target, tied)
+    # a tie where the risk falls (two correct answers after a wrong one): a penalty
+    prediction, target = np.array([1, 1, 1]), np.array([0, 1, 1])
+    tied = np.array([1.0, 0.5, 0.5])
+    assert metrics.aurcc(prediction, target, tied) == pytest.approx(1 / 6 + 4 / 9)
+    assert metrics.expected_aurcc(prediction, target, tied) == pytest.approx((1 + 1 / 2 + 1 / 3 - 1 / 6) / 3)
+    assert metrics.expected_aurcc(prediction, target, tied) < metrics.aurcc(prediction, target, tied)
+    # without ties both agree
+    assert metrics.expected_aurcc(prediction, target, split) == pytest.approx(metrics.aurcc(prediction, target, split))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_without_ties_the_tie_fair_metrics_are_the_paper_metrics(seed):
     rng = np.random.default_rng(seed)
