@@ -20,7 +20,20 @@ from .utils import check_choice
 if TYPE_CHECKING:
     import pandas as pd
 
-GRADED_METRICS: tuple[str, ...] = ("aurcc", "rpp", "cr_k", "loss", "augrc", "excess_aurcc")
+#: Columns of :func:`grade_confidence_function`: the paper's metrics and excess AURCC, then the
+#: tie-fair ones (:data:`opcc_edu.names.TIE_FAIR_METRICS`), so that a function scoring well only
+#: through ties (a constant confidence halves AURCC) shows a selective gain of 0.
+GRADED_METRICS: tuple[str, ...] = (
+    "aurcc",
+    "rpp",
+    "cr_k",
+    "loss",
+    "augrc",
+    "excess_aurcc",
+    "expected_aurcc",
+    "selective_gain",
+    "auroc",
+)
 
 
 def check_confidence_output(output: Any, n: int, name: str = "your function") -> tuple[np.ndarray, np.ndarray]:

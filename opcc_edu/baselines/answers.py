@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import get_profile
-from ..names import ALL_HORIZONS, CONFIDENCE_NAMES, CONFIDENCES, DEFAULT_QUERY_RECIPE, METRICS
+from ..names import (
+    ALL_HORIZONS,
+    CONFIDENCE_NAMES,
+    CONFIDENCES,
+    DEFAULT_QUERY_RECIPE,
+    METRICS,
+    TIE_FAIR_METRICS,
+)
 from ..utils import check_choice, check_positive_int
 from .config import EnsembleConfig
 
@@ -120,7 +127,12 @@ class Answers:
         )
 
     def table(self) -> pd.DataFrame:
-        """Metrics as a tidy ``pandas.DataFrame``: one row per (confidence, horizon)."""
+        """Metrics as a tidy ``pandas.DataFrame``: one row per (confidence, horizon).
+
+        Columns: confidence, horizon, the paper's metrics (:data:`opcc_edu.names.METRICS`), the
+        tie-fair ones beside them (:data:`opcc_edu.names.TIE_FAIR_METRICS`), then ``n`` and
+        the other keys of :func:`opcc_edu.metrics.evaluate`.
+        """
         import pandas as pd
 
         rows = []
@@ -128,16 +140,25 @@ class Answers:
             for h, values in by_h.items():
                 rows.append({"confidence": name, "horizon": h, **values})
         frame = pd.DataFrame(rows)
+        first = ["confidence", "horizon", *METRICS, *TIE_FAIR_METRICS, "n"]
+        columns = [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]
         order = {
             h: i for i, h in enumerate(sorted({r["horizon"] for r in rows if r["horizon"] != ALL_HORIZONS}, key=int))
         }
         order[ALL_HORIZONS] = len(order)
-        return frame.sort_values(
-            ["confidence", "horizon"], key=lambda s: s.map(order) if s.name == "horizon" else s
-        ).reset_index(drop=True)
+        return (
+            frame[columns]
+            .sort_values(["confidence", "horizon"], key=lambda s: s.map(order) if s.name == "horizon" else s)
+            .reset_index(drop=True)
+        )
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready results: the setup, timings and every metric."""
+        """JSON-ready results: the setup, timings and every metric.
+
+        ``metrics[confidence][horizon]`` holds every key of :func:`opcc_edu.metrics.evaluate`;
+        ``paper_metrics`` and ``tie_fair_metrics`` name which of them are the paper's and which
+        are tie-fair (ties broken at random, no discount for ties).
+        """
         return {
             "env_name": self.env_name,
             "dataset": self.dataset_name,
@@ -151,6 +172,8 @@ class Answers:
             "answer_seconds": self.answer_seconds,
             "cache_hit": self.cache_hit,
             "model_path": self.model_path,
+            "paper_metrics": list(METRICS),
+            "tie_fair_metrics": list(TIE_FAIR_METRICS),
             "metrics": self.metrics,
         }
 
@@ -323,12 +346,27 @@ def heuristic_as_answers(queries: QuerySet, k: int = 10, rule: Any = None) -> An
     )
 
 
-METRIC_COLUMNS: tuple[tuple[str, str], ...] = tuple((key, "loss" if key == "loss" else key.upper()) for key in METRICS)
-"""(key, column title) of the metrics :func:`format_metrics` prints: AURCC, RPP, CR_K, loss."""
+METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
+    *((key, "loss" if key == "loss" else key.upper()) for key in METRICS),
+    ("expected_aurcc", "E[AURCC]"),
+    ("selective_gain", "gain"),
+    ("auroc", "AUROC"),
+)
+"""(key, column title) of the metrics :func:`format_metrics` prints: the paper's AURCC, RPP,
+CR_K and loss, then the tie-fair E[AURCC] (:func:`opcc_edu.metrics.expected_aurcc`), selective
+gain and AUROC."""
+
+#: The note under :func:`format_metrics`'s table: what the tie-fair columns mean.
+TIE_FAIR_NOTE = (
+    "E[AURCC], gain, AUROC: tie-fair (tied confidences ordered at random: ties earn no discount);\n"
+    "gain 1 = perfect ordering, 0 = no better than random, < 0 = worse"
+)
 
 
 def format_metrics(answers: Answers) -> str:
-    """A plain-text table of AURCC, RPP, CR_K and loss per confidence and horizon."""
+    """A plain-text table per confidence and horizon: the paper's AURCC, RPP, CR_K and loss, the
+    tie-fair E[AURCC], selective gain and AUROC beside them (:data:`METRIC_COLUMNS`), and n;
+    then a note on the tie-fair columns (:data:`TIE_FAIR_NOTE`)."""
     header = (
         f"  {'confidence':<10} {'horizon':>7} " + " ".join(f"{title:>8}" for _, title in METRIC_COLUMNS) + f" {'n':>6}"
     )
@@ -338,4 +376,5 @@ def format_metrics(answers: Answers) -> str:
         cells = " ".join(f"{row[key]:>8.4f}" for key, _ in METRIC_COLUMNS)
         name = CONFIDENCE_NAMES.get(row["confidence"], row["confidence"])
         lines.append(f"  {name:<10} {row['horizon']:>7} {cells} {int(row['n']):>6}")
+    lines += [f"  {line}" for line in TIE_FAIR_NOTE.split("\n")]
     return "\n".join(lines)
