@@ -4,7 +4,9 @@ aggregation, the paper's numbers and reports.
 Every experiment of the paper (Koul et al., Section 7 and Appendix B) varies one factor of the
 baseline -- the dataset, the query horizon, the confidence function, the ensemble size, or one
 switch of the dynamics model -- and reports mean +- 95% confidence interval of AURCC, RPP,
-CR_K and loss per environment. One concept per module:
+CR_K and loss per environment. Our tables add the tie-fair metrics beside them
+(:data:`TIE_FAIR_METRICS`: expected AURCC and RPP under random tie-breaking, selective gain,
+AUGRC, AUROC; :mod:`opcc_edu.metrics`). One concept per module:
 
 * :mod:`~opcc_edu.experiments.registry` -- :data:`ABLATIONS`: each :class:`Ablation` names its
   factor and :class:`Level` s; a configuration is a set of overrides of
@@ -17,7 +19,9 @@ CR_K and loss per environment. One concept per module:
   horizon (and all horizons together) and every ensemble-count prefix.
 * :mod:`~opcc_edu.experiments.records` and :mod:`~opcc_edu.experiments.store` -- one record
   file per finished run, written atomically; ``results.csv`` and ``runs.csv`` are exported
-  from the records; concurrent processes claim runs; nothing is deleted silently.
+  from the records; concurrent processes claim runs; nothing is deleted silently. Runs
+  recorded before the tie-fair metrics are upgraded from their kept member values on the next
+  write (:func:`migrate_results`, ``python -m opcc_edu.experiments.upgrade DIR``).
 * :mod:`~opcc_edu.experiments.runner` -- :func:`run_grid` and :func:`run_ablation`: run what is
   unfinished, resume after an interruption, compute runs shared by several ablations once.
 * :mod:`~opcc_edu.experiments.analysis` -- :func:`load_results`, :func:`aggregate` (mean +-
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..names import ALL_HORIZONS, CONFIDENCES, HORIZONS, METRICS
+from ..names import ALL_HORIZONS, CONFIDENCES, HORIZONS, METRICS, TABLE_METRICS, TIE_FAIR_METRICS
 from .analysis import (
     ablation_rows,
     aggregate,
@@ -76,7 +80,7 @@ from .registry import (
     get_ablation,
     parse_configuration,
 )
-from .report import format_table, info_lines, report_text, write_report
+from .report import TIE_FAIR_EXPLANATION, format_table, format_tie_fair_table, info_lines, report_text, write_report
 from .runner import grid_status, machine_description, results_dir, run_ablation, run_grid
 from .store import ResultsStore, migrate_results
 
@@ -86,6 +90,8 @@ _parse_configuration = parse_configuration
 __all__ = [
     "info_lines",
     "METRICS",
+    "TIE_FAIR_METRICS",
+    "TABLE_METRICS",
     "RESULT_COLUMNS",
     "RUN_COLUMNS",
     "ALL_HORIZONS",
@@ -135,6 +141,8 @@ __all__ = [
     "compare_with_paper",
     "level_differences",
     "format_table",
+    "format_tie_fair_table",
+    "TIE_FAIR_EXPLANATION",
     "report_text",
     "write_report",
     "machine_description",

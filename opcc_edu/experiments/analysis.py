@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..names import ALL_HORIZONS, METRICS, QUERY_RECIPES
+from ..names import ALL_HORIZONS, METRICS, QUERY_RECIPES, TABLE_METRICS, TIE_FAIR_METRICS
 from ..utils import check_choice
 from .answers import RunValues
 from .grid import GridSpec, RunSpec, default_datasets
@@ -167,7 +167,11 @@ def load_results(directory: str | os.PathLike) -> pd.DataFrame:
     """The results table of a directory as a pandas DataFrame: the rows of every finished run,
     each run once, in the order of ``results.csv``. Reads only; a damaged run record is skipped
     with a :class:`~opcc_edu.experiments.records.StoreWarning` (the next run on the directory
-    sets it aside and restores the run from the exported tables where they hold it)."""
+    sets it aside and restores the run from the exported tables where they hold it).
+
+    The tie-fair columns (:data:`opcc_edu.names.TIE_FAIR_METRICS`) are ``nan`` where they were
+    not computed: runs recorded before them and not yet upgraded (a StoreWarning says so and
+    names the upgrade), or upgraded without their member values."""
     import pandas as pd
 
     records = ResultsStore(directory).records()
@@ -176,6 +180,8 @@ def load_results(directory: str | os.PathLike) -> pd.DataFrame:
         frame[column] = frame[column].astype(np.int64)
     for column in METRICS:
         frame[column] = frame[column].astype(np.float64)
+    for column in TIE_FAIR_METRICS:
+        frame[column] = frame[column].replace("", "nan").astype(np.float64)
     return frame
 
 
@@ -288,12 +294,15 @@ def aggregate(
     (``1m`` for the mazes, the five locomotion datasets), so the extra maze prefixes of the
     dataset-type ablation do not enter another ablation's default level. The interval is the
     two-sided Student-t interval of the mean, ``t_{(1+level)/2, n-1} s / sqrt(n)``; with one
-    run it is ``nan``.
+    run it is ``nan``. A tie-fair metric that was not computed for some run of a cell (``nan``
+    in :func:`load_results`) gives that cell a ``nan`` mean and interval, never a mean over
+    the other runs.
 
     Args:
         results: the results DataFrame (:func:`load_results`).
         ablation: registry key or :class:`Ablation`.
-        metrics: metric columns to aggregate.
+        metrics: metric columns to aggregate, of :data:`opcc_edu.names.TABLE_METRICS` (the
+            paper's four by default; the tie-fair ones too).
         level: confidence level of the interval.
         grid: restrict to the runs of this grid (``None``: every matching row).
 
@@ -307,7 +316,7 @@ def aggregate(
 
     ablation = get_ablation(ablation)
     for metric in metrics:
-        check_choice(metric, METRICS, "metric")
+        check_choice(metric, TABLE_METRICS, "metric")
     frame = _select(results, ablation, grid)
     records = []
     for env in dict.fromkeys(frame["environment"]):
@@ -315,7 +324,11 @@ def aggregate(
         for lv in level_order(ablation, env_rows["level"]):
             cell = env_rows[env_rows["level"] == lv]
             for metric in metrics:
-                mean, half = mean_confidence_interval(cell[metric].to_numpy(dtype=np.float64), level=level)
+                samples = cell[metric].to_numpy(dtype=np.float64)
+                if len(samples) and np.all(np.isfinite(samples)):
+                    mean, half = mean_confidence_interval(samples, level=level)
+                else:  # a tie-fair metric not computed for some run: no mean over the others
+                    mean, half = math.nan, math.nan
                 records.append(
                     {
                         "environment": env,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Profile, get_profile
-from ..names import CONFIDENCES, METRICS
+from ..names import CONFIDENCES, METRICS, TIE_FAIR_METRICS
 from .grid import RunSpec
 from .registry import BASELINE_DEFAULTS, ensemble_count_levels
 
@@ -32,8 +32,17 @@ __all__ = [
     "heuristic_answer_function",
 ]
 
-#: Keys of one row of :func:`score_values` (the scored columns of ``results.csv``).
-SCORE_KEYS: tuple[str, ...] = ("horizon", "confidence", "ensemble_count", "ensemble_size", *METRICS, "n")
+#: Keys of one row of :func:`score_values` (the scored columns of ``results.csv``): the paper's
+#: metrics, then the tie-fair ones (:data:`opcc_edu.names.TIE_FAIR_METRICS`).
+SCORE_KEYS: tuple[str, ...] = (
+    "horizon",
+    "confidence",
+    "ensemble_count",
+    "ensemble_size",
+    *METRICS,
+    *TIE_FAIR_METRICS,
+    "n",
+)
 
 
 @dataclasses.dataclass
@@ -116,7 +125,8 @@ def score_values(
 
     Returns:
         One dict per scored subset: horizon, confidence, ensemble_count, ensemble_size, the
-        metrics of :data:`opcc_edu.names.METRICS` and ``n``.
+        metrics of :data:`opcc_edu.names.METRICS` and :data:`opcc_edu.names.TIE_FAIR_METRICS`,
+        and ``n``.
     """
     from ..scoring import score_values as score
 
@@ -141,7 +151,7 @@ def _score_answers(values: RunValues, k: int) -> list[dict[str, Any]]:
         for horizon, mask in [(ALL_HORIZONS, np.ones(len(values), dtype=bool)), *subsets]:
             metrics = evaluate(prediction[mask], values.target[mask], confidence[mask], k=k)
             row = {"horizon": horizon, "confidence": name, "ensemble_count": 1, "ensemble_size": 1}
-            row.update({key: float(metrics[key]) for key in METRICS})
+            row.update({key: float(metrics[key]) for key in (*METRICS, *TIE_FAIR_METRICS)})
             row["n"] = int(mask.sum())
             rows.append(row)
     return rows

@@ -5,6 +5,15 @@ A :class:`RunRecord` is one finished run -- its row of ``runs.csv`` and all its 
 content, so that a run is written in one atomic step and a damaged file is recognised.
 :func:`atomic_write` writes a file under a temporary name beside it, flushes it to disk and
 renames it (new files get the mode the umask allows, like any other file).
+
+Formats. Records of format ``/2`` (:data:`RECORD_FORMAT`) hold the columns of
+:data:`RESULT_COLUMNS`: the paper's metrics and the tie-fair ones
+(:data:`opcc_edu.names.TIE_FAIR_METRICS`). Records of format ``/1`` were written before the
+tie-fair metrics existed (:data:`RESULT_COLUMNS_V1`); they are still read, their rows padded
+with empty tie-fair cells and the record marked :attr:`RunRecord.outdated`, until the store
+upgrades them (:meth:`opcc_edu.experiments.store.ResultsStore.repair`). An empty tie-fair cell
+means "not computed": the run's member values were not kept, or did not reproduce its
+recorded metrics.
 """
 
 from __future__ import annotations
@@ -22,26 +31,29 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..names import METRICS
+from ..names import METRICS, TIE_FAIR_METRICS
 from .grid import run_slug
 
 __all__ = [
     "RESULT_COLUMNS",
+    "RESULT_COLUMNS_V1",
     "RUN_COLUMNS",
     "RECORD_FORMAT",
+    "RECORD_FORMAT_V1",
     "ROW_KEY",
     "StoreWarning",
     "ResultsStoreError",
     "RunRecord",
     "new_record",
+    "upgrade_row",
+    "project_row",
     "cell",
     "atomic_write",
     "read_table",
     "render_table",
 ]
 
-#: Columns of ``results.csv``, one row per scored subset of one run.
-RESULT_COLUMNS: tuple[str, ...] = (
+_KEY_COLUMNS = (
     "environment",
     "dataset",
     "seed",
@@ -50,14 +62,14 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "confidence",
     "ensemble_count",
     "ensemble_size",
-    "aurcc",
-    "rpp",
-    "cr_k",
-    "loss",
-    "n",
-    "profile",
-    "run_id",
 )
+
+#: Columns of ``results.csv``, one row per scored subset of one run: the run and subset, the
+#: paper's metrics, the tie-fair metrics beside them, the number of queries, profile, run id.
+RESULT_COLUMNS: tuple[str, ...] = (*_KEY_COLUMNS, *METRICS, *TIE_FAIR_METRICS, "n", "profile", "run_id")
+
+#: Columns of ``results.csv`` before the tie-fair metrics (tables and records of format ``/1``).
+RESULT_COLUMNS_V1: tuple[str, ...] = (*_KEY_COLUMNS, *METRICS, "n", "profile", "run_id")
 
 #: Columns of ``runs.csv``, one row per finished run.
 RUN_COLUMNS: tuple[str, ...] = (
@@ -74,12 +86,17 @@ RUN_COLUMNS: tuple[str, ...] = (
 )
 
 #: ``format`` field of a run record.
-RECORD_FORMAT = "opcc_edu.ablation-run/1"
+RECORD_FORMAT = "opcc_edu.ablation-run/2"
+
+#: ``format`` field of a record written before the tie-fair metrics (columns
+#: :data:`RESULT_COLUMNS_V1`); read, and upgraded by the store.
+RECORD_FORMAT_V1 = "opcc_edu.ablation-run/1"
 
 _RUN_KEYS = ("environment", "dataset", "seed", "configuration", "profile", "run_id")
 ROW_KEY = ("run_id", "horizon", "confidence", "ensemble_count")
 _INTEGERS = {"seed", "ensemble_count", "ensemble_size", "n", "n_queries"}
 _FLOATS = {*METRICS, "seconds"}
+_OPTIONAL_FLOATS = set(TIE_FAIR_METRICS)  # empty: not computed (a run upgraded without its values)
 
 
 class StoreWarning(UserWarning):
@@ -106,11 +123,23 @@ def _valid_fields(fields: Sequence[str], columns: Sequence[str]) -> bool:
         for name, text in zip(columns, fields, strict=True):
             if name in _INTEGERS:
                 int(text)
-            elif name in _FLOATS:
+            elif name in _FLOATS or (name in _OPTIONAL_FLOATS and text != ""):
                 float(text)
     except ValueError:
         return False
     return True
+
+
+def upgrade_row(row: Sequence[str]) -> list[str]:
+    """A row of :data:`RESULT_COLUMNS_V1` as a row of :data:`RESULT_COLUMNS`, tie-fair cells empty."""
+    named = dict(zip(RESULT_COLUMNS_V1, row, strict=True))
+    return [named.get(column, "") for column in RESULT_COLUMNS]
+
+
+def project_row(row: Sequence[str], columns: Sequence[str] = RESULT_COLUMNS_V1) -> list[str]:
+    """The cells of a :data:`RESULT_COLUMNS` row that ``columns`` (a subset) holds, in their order."""
+    named = dict(zip(RESULT_COLUMNS, row, strict=True))
+    return [named[column] for column in columns]
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,11 +148,22 @@ def _valid_fields(fields: Sequence[str], columns: Sequence[str]) -> bool:
 class RunRecord:
     """One finished run: its row of ``runs.csv`` and its rows of ``results.csv`` (as text)."""
 
-    def __init__(self, run: Mapping[str, str], rows: Sequence[Sequence[str]], sequence: int) -> None:
+    def __init__(
+        self, run: Mapping[str, str], rows: Sequence[Sequence[str]], sequence: int, outdated: bool = False
+    ) -> None:
         self.run = {key: str(run[key]) for key in RUN_COLUMNS}
         self.rows = tuple(tuple(str(v) for v in row) for row in rows)
         self.sequence = int(sequence)
         """Export order: the finishing time in ns (a run's index for converted tables)."""
+        self.outdated = bool(outdated)
+        """Read from a record or table of format ``/1``: the rows' tie-fair cells are empty
+        until the store upgrades the run (:meth:`~opcc_edu.experiments.store.ResultsStore.repair`)."""
+
+    @property
+    def tie_fair_missing(self) -> bool:
+        """Whether some row has an empty tie-fair cell (outdated, or upgraded without values)."""
+        positions = [RESULT_COLUMNS.index(name) for name in TIE_FAIR_METRICS]
+        return any(row[i] == "" for row in self.rows for i in positions)
 
     @property
     def run_id(self) -> str:
@@ -161,10 +201,22 @@ class RunRecord:
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
         if hashlib.sha256(canonical).hexdigest() != digest:
             raise ValueError("checksum mismatch")
-        if payload.get("format") != RECORD_FORMAT or payload.get("columns") != list(RESULT_COLUMNS):
-            raise ValueError(f"not a {RECORD_FORMAT} record")
+        known = (payload.get("format"), payload.get("columns"))
+        if known == (RECORD_FORMAT_V1, list(RESULT_COLUMNS_V1)):
+            outdated = True
+        elif known == (RECORD_FORMAT, list(RESULT_COLUMNS)):
+            outdated = False
+        else:
+            raise ValueError(f"not a {RECORD_FORMAT} (or {RECORD_FORMAT_V1}) record")
+        rows = payload.get("rows")
+        if outdated:
+            if not isinstance(rows, list) or any(
+                not isinstance(row, list) or not _valid_fields(row, RESULT_COLUMNS_V1) for row in rows
+            ):
+                raise ValueError("malformed result row")
+            rows = [upgrade_row([str(v) for v in row]) for row in rows]
         try:
-            record = cls(payload["run"], payload["rows"], payload["sequence"])
+            record = cls(payload["run"], rows, payload["sequence"], outdated=outdated)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed record ({exc.__class__.__name__})") from exc
         run = record.run
@@ -309,9 +361,10 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def new_record(run: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> RunRecord:
-    """A record from a run's ``runs.csv`` row and its ``results.csv`` rows (any values)."""
+    """A record from a run's ``runs.csv`` row and its ``results.csv`` rows (any values; a row
+    without a tie-fair metric leaves its cell empty)."""
     return RunRecord(
         {key: cell(run[key]) for key in RUN_COLUMNS},
-        [[cell(row[key]) for key in RESULT_COLUMNS] for row in rows],
+        [[cell(row.get(key) if key in _OPTIONAL_FLOATS else row[key]) for key in RESULT_COLUMNS] for row in rows],
         time.time_ns(),
     )

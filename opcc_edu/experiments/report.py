@@ -1,8 +1,10 @@
 """Reports: every ablation's table, ours next to the paper's, as Markdown or LaTeX.
 
-:func:`format_table` renders one :func:`~opcc_edu.experiments.paper.compare_with_paper`;
-:func:`report_text` gathers every ablation of every profile found under a results root and
-:func:`write_report` saves it as ``report.md`` or ``report.tex``. :func:`info_lines` is the
+:func:`format_table` renders one :func:`~opcc_edu.experiments.paper.compare_with_paper` (the
+paper's four metrics, ours beside the paper's); :func:`format_tie_fair_table` renders our
+tie-fair metrics of the same cells (:data:`opcc_edu.names.TIE_FAIR_METRICS`; the paper has
+none). :func:`report_text` gathers every ablation of every profile found under a results root
+and :func:`write_report` saves it as ``report.md`` or ``report.tex``. :func:`info_lines` is the
 ablation section of ``opcc-edu info``.
 """
 
@@ -14,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..names import METRIC_NAMES, METRICS, QUERY_RECIPES
+from ..names import METRIC_NAMES, METRICS, QUERY_RECIPES, TIE_FAIR_METRICS
 from ..utils import check_choice
 from .analysis import aggregate, find_results_root, has_results, load_results, read_meta, results_recipe
 from .paper import compare_with_paper
@@ -25,7 +27,23 @@ from .store import ResultsStore
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["format_table", "report_text", "write_report", "profile_directories", "info_lines"]
+__all__ = [
+    "format_table",
+    "format_tie_fair_table",
+    "report_text",
+    "write_report",
+    "profile_directories",
+    "info_lines",
+    "TIE_FAIR_EXPLANATION",
+]
+
+#: What the tie-fair tables are, in one paragraph (printed above them in reports and the book).
+TIE_FAIR_EXPLANATION = (
+    "Tie-fair metrics (ours only; the paper reports none) score each confidence as if its tied values were "
+    "ordered at random, so ties earn no discount: a constant confidence scores what a random one does. "
+    "Selective gain is 1 for a perfect ordering, 0 for no better than random (and for a constant "
+    "confidence), negative for worse; AUROC is 0.5 for no separation."
+)
 
 
 def _fmt(mean: float, half: float, digits: int = 3, bound: bool = False) -> str:
@@ -57,6 +75,8 @@ def format_table(
         The table as text.
     """
     check_choice(fmt, ("markdown", "latex"), "format")
+    for metric in metrics:
+        check_choice(metric, METRICS, "metric (the paper reports only these)")
     header = ["environment", "level"]
     for metric in metrics:
         header += [f"{METRIC_NAMES[metric]} ours", f"{METRIC_NAMES[metric]} paper"]
@@ -77,6 +97,48 @@ def format_table(
             else:
                 cells += ["–", "–"]
         body.append(cells)
+    return _render(header, body, fmt)
+
+
+def format_tie_fair_table(
+    table: pd.DataFrame,
+    metrics: Sequence[str] = TIE_FAIR_METRICS,
+    fmt: str = "markdown",
+    titles: Mapping[str, str] | None = None,
+) -> str:
+    """Render the tie-fair metrics of an :func:`~opcc_edu.experiments.aggregate` (ours only: the
+    paper reports none): per environment and level, each metric's mean ± half-width.
+
+    A cell whose metric was not computed for every run (results recorded before the tie-fair
+    metrics and upgraded without their member values) shows "–".
+
+    Args:
+        table: an aggregate holding ``metrics`` (e.g. ``aggregate(results, ablation,
+            metrics=TABLE_METRICS)``); other metrics in it are ignored.
+        metrics: the columns, of :data:`opcc_edu.names.TIE_FAIR_METRICS` by default.
+        fmt: ``"markdown"`` or ``"latex"``.
+        titles: display names of the levels.
+
+    Returns:
+        The table as text.
+    """
+    check_choice(fmt, ("markdown", "latex"), "format")
+    for metric in metrics:
+        check_choice(metric, METRIC_NAMES, "metric")
+    header = ["environment", "level", *(METRIC_NAMES[metric] for metric in metrics)]
+    part = table[table["metric"].isin(list(metrics))]
+    body = []
+    for env, lv in dict.fromkeys(zip(part["environment"], part["level"], strict=True)):
+        cells = [env, (titles or {}).get(lv, lv)]
+        here = part[(part["environment"] == env) & (part["level"] == lv)].set_index("metric")
+        for metric in metrics:
+            cells.append(_fmt(here.loc[metric, "mean"], here.loc[metric, "ci"]) if metric in here.index else "–")
+        body.append(cells)
+    return _render(header, body, fmt)
+
+
+def _render(header: Sequence[str], body: Sequence[Sequence[str]], fmt: str) -> str:
+    """A Markdown or LaTeX (booktabs) table: two text columns, then numbers."""
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
@@ -96,7 +158,7 @@ def format_table(
         )
 
     lines = [
-        "\\begin{tabular}{ll" + "rr" * len(metrics) + "}",
+        "\\begin{tabular}{ll" + "r" * (len(header) - 2) + "}",
         "\\toprule",
         " & ".join(tex(h) for h in header) + " \\\\",
         "\\midrule",
@@ -150,6 +212,7 @@ def report_text(
         "(seeds × datasets) of that environment and level; the paper's cells are over 5 seeds "
         "(× 5 datasets for locomotion)."
     )
+    chunks.append(TIE_FAIR_EXPLANATION)
     for profile_name in found:
         directory = root / profile_name
         results = load_results(directory)
@@ -178,6 +241,9 @@ def report_text(
             chunks.append(heading(3, f"{ablation.title} (paper tables: {tables})"))
             titles = {level.label: level.display for level in ablation.levels}
             chunks.append(format_table(compare_with_paper(ours, ablation), fmt=fmt, titles=titles))
+            tie_fair = aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
+            chunks.append("Tie-fair metrics of the same cells (ours; the paper has none):")
+            chunks.append(format_tie_fair_table(tie_fair, fmt=fmt, titles=titles))
     separator = "\n\n"
     text = separator.join(chunks) + "\n"
     if not md:

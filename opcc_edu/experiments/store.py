@@ -31,6 +31,19 @@ Guarantees:
   of these raises a :class:`StoreWarning` naming the file. A directory written before records
   existed (only the two CSV files) is read as it is and converted on the first write
   (:func:`migrate_results`).
+* **Upgrading, never dropping.** Records and tables written before the tie-fair metrics
+  (format ``/1``, columns :data:`~opcc_edu.experiments.records.RESULT_COLUMNS_V1`) are read
+  as they are, their tie-fair cells empty, with a :class:`StoreWarning` that names the upgrade.
+  The first write (:meth:`ResultsStore.repair`, run by every ``opcc-edu ablation`` and by
+  :func:`migrate_results`, or ``python -m opcc_edu.experiments.upgrade DIR``) upgrades them run
+  by run, under the run's claim: it rescores the run's kept member values
+  (``values/<run>.npz``) with the package's one scoring function, checks that they reproduce
+  every recorded paper metric cell for cell, and only then fills the tie-fair cells; the
+  paper's cells are kept verbatim. Each record is rewritten atomically after its old file is
+  copied to ``records.<time>.bak/``; the old ``results.csv`` goes to ``results.csv.<time>.bak``,
+  and a line of it that the upgraded table does not reproduce (in the old columns) goes to
+  ``results.v1.quarantine.csv``. A run whose values are missing or do not reproduce its
+  metrics keeps every row, with empty tie-fair cells, and is named in the warning.
 """
 
 from __future__ import annotations
@@ -46,8 +59,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..names import METRICS, TIE_FAIR_METRICS
 from .records import (
+    RECORD_FORMAT,
+    RECORD_FORMAT_V1,
     RESULT_COLUMNS,
+    RESULT_COLUMNS_V1,
     ROW_KEY,
     RUN_COLUMNS,
     FileLock,
@@ -55,15 +72,88 @@ from .records import (
     RunRecord,
     StoreWarning,
     atomic_write,
+    cell,
+    project_row,
     read_table,
     render_table,
+    upgrade_row,
 )
 
-__all__ = ["ResultsStore", "migrate_results"]
+__all__ = ["ResultsStore", "migrate_results", "recompute_tie_fair"]
 
 
 def _stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def _read_results(path: Path) -> tuple[list[list[str]], bool, bool]:
+    """Valid rows of a ``results.csv`` of either format as rows of :data:`RESULT_COLUMNS`:
+    ``(rows, header ok, outdated)``; an old-format table's rows come with empty tie-fair cells."""
+    rows, _, header_ok = read_table(path, RESULT_COLUMNS)
+    if header_ok:
+        return rows, True, False
+    old_rows, _, old_ok = read_table(path, RESULT_COLUMNS_V1)
+    if old_ok:
+        return [upgrade_row(row) for row in old_rows], True, True
+    return [], False, False
+
+
+def recompute_tie_fair(record: RunRecord, values_path: str | os.PathLike) -> tuple[list[list[str]] | None, str]:
+    """A run's rows with their tie-fair cells computed from its kept member values.
+
+    The values are rescored exactly as the runner scored them
+    (:func:`opcc_edu.experiments.answers.score_values`; for the no-model heuristic, its
+    answers rebuilt from the kept scores: prediction ``score_a < score_b``, confidence
+    ``|score_a - score_b|``). Every recorded paper metric and ``n`` must come out cell for cell
+    as recorded, or nothing is filled: values that do not reproduce a run's table would give it
+    tie-fair numbers of other answers.
+
+    Args:
+        record: the run (its rows in :data:`RESULT_COLUMNS`, tie-fair cells empty or not).
+        values_path: its ``values/<run>.npz``.
+
+    Returns:
+        ``(rows, "")`` with the paper's cells verbatim and the tie-fair cells filled, or
+        ``(None, reason)`` when they cannot be computed.
+    """
+    import numpy as np
+
+    from ..confidence import CONFIDENCE_FUNCTIONS
+    from ..io import CorruptFileError, load_npz
+    from .answers import RunValues, score_values
+
+    path = Path(values_path)
+    if not path.exists():
+        return None, f"its member values were not kept ({path.name} is missing)"
+    try:
+        arrays, _ = load_npz(path)
+        values = RunValues(arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"])
+    except (CorruptFileError, OSError, KeyError, ValueError) as exc:
+        return None, f"its member values cannot be read ({exc.__class__.__name__}: {exc})"
+    rows = [dict(zip(RESULT_COLUMNS, row, strict=True)) for row in record.rows]
+    names = list(dict.fromkeys(row["confidence"] for row in rows))
+    counts = sorted({int(row["ensemble_count"]) for row in rows})
+    if set(names) <= set(CONFIDENCE_FUNCTIONS):
+        scored = score_values(values, confidences=names, ensemble_counts=counts)
+    elif names == ["heuristic"] and values.ensemble_size == 1:
+        score_a, score_b = values.values_a[:, 0], values.values_b[:, 0]
+        answers = {"heuristic": ((score_a < score_b).astype(np.int8), np.abs(score_a - score_b))}
+        rule = RunValues(values.values_a, values.values_b, values.target, values.horizon, answers=answers)
+        scored = score_values(rule)
+    else:
+        return None, f"its confidence names {names} cannot be rescored from member values"
+    lookup = {(str(row["horizon"]), str(row["confidence"]), str(row["ensemble_count"])): row for row in scored}
+    out = []
+    for row in rows:
+        fresh = lookup.get((row["horizon"], row["confidence"], row["ensemble_count"]))
+        if fresh is None:
+            return None, f"its values give no row for {row['horizon']}/{row['confidence']}/{row['ensemble_count']}"
+        recorded = [row[m] for m in METRICS] + [row["n"], row["ensemble_size"]]
+        rescored = [cell(float(fresh[m])) for m in METRICS] + [cell(int(fresh["n"])), cell(int(fresh["ensemble_size"]))]
+        if recorded != rescored:
+            return None, "its member values do not reproduce its recorded metrics"
+        out.append([cell(float(fresh[c])) if c in TIE_FAIR_METRICS else row[c] for c in RESULT_COLUMNS])
+    return out, ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,15 +221,22 @@ class ResultsStore:
                 wanted[run["run_id"]] = (index, run)
         if not wanted:  # every run has its record: results.csv is only an export
             return []
-        result_rows, _, results_ok = read_table(self.results_csv, RESULT_COLUMNS)
+        result_rows, results_ok, outdated = _read_results(self.results_csv)
         if not results_ok and strict:
-            raise ValueError(f"{self.results_csv} does not start with the header {','.join(RESULT_COLUMNS)}")
+            raise ValueError(
+                f"{self.results_csv} does not start with the header {','.join(RESULT_COLUMNS)} "
+                f"(or that of format /1, {','.join(RESULT_COLUMNS_V1)})"
+            )
         rows: dict[str, dict[tuple[str, ...], list[str]]] = collections.defaultdict(dict)
         for fields in result_rows:
             named = dict(zip(RESULT_COLUMNS, fields, strict=True))
             if named["run_id"] in wanted:
                 rows[named["run_id"]].setdefault(tuple(named[k] for k in ROW_KEY), fields)
-        return [RunRecord(run, list(rows[rid].values()), index) for rid, (index, run) in wanted.items() if rows[rid]]
+        return [
+            RunRecord(run, list(rows[rid].values()), index, outdated=outdated)
+            for rid, (index, run) in wanted.items()
+            if rows[rid]
+        ]
 
     def records(self, warn: bool = True, strict: bool = True) -> list[RunRecord]:
         """Every finished run, in export order: the records, and runs of a directory written
@@ -159,6 +256,16 @@ class ResultsStore:
                     stacklevel=3,
                 )
         found = list(valid.values()) + self._legacy(valid, strict)
+        outdated = sum(record.outdated for record in found)
+        if warn and outdated:
+            warnings.warn(
+                f"{outdated} run(s) of {self.directory} were recorded before the tie-fair metrics "
+                f"({RECORD_FORMAT_V1}): their columns {', '.join(TIE_FAIR_METRICS)} are empty (NaN) until the "
+                f"directory is upgraded from its values/ -- `python -m opcc_edu.experiments.upgrade {self.directory}` "
+                "(or any `opcc-edu ablation` run on it) does it, keeping backups",
+                StoreWarning,
+                stacklevel=3,
+            )
         return sorted(found, key=lambda r: (r.sequence, r.run_id))
 
     def finished_ids(self) -> set[str]:
@@ -260,26 +367,75 @@ class ResultsStore:
         return removed
 
     def repair(self) -> dict[str, int]:
-        """Clean temporaries, set corrupt records aside, convert CSV-only runs, export.
+        """Clean temporaries, set corrupt records aside, convert CSV-only runs, upgrade runs of
+        format ``/1`` (module docstring), export.
 
         Returns:
-            Counts: ``temporaries`` removed, records ``quarantined``, runs ``converted``.
+            Counts: ``temporaries`` removed, records ``quarantined``, runs ``converted``, runs
+            ``upgraded`` to the current format (those whose tie-fair metrics could not be
+            recomputed are named in a :class:`StoreWarning`).
         """
         with self.locked():
-            summary = {"temporaries": self._clean_temporaries(), "quarantined": 0, "converted": 0}
+            summary = {"temporaries": self._clean_temporaries(), "quarantined": 0, "converted": 0, "upgraded": 0}
             valid, corrupt = self._scan()
             for path, reason in corrupt.items():
                 with self.claim(path.stem) as free:
                     if free:
                         self._set_aside(path, reason)
                         summary["quarantined"] += 1
+            incomplete: list[str] = []
             for record in self._legacy(self._scan()[0], strict=False):
                 with self.claim(record.slug) as free:
                     if free and not self.record_path(record.slug).exists():
+                        if record.outdated:
+                            record = self._upgraded(record, incomplete)
+                            summary["upgraded"] += 1
                         atomic_write(self.record_path(record.slug), record.to_json())
                         summary["converted"] += 1
+            backups = self.directory / f"records.{_stamp()}.bak"
+            for record in self._scan()[0].values():
+                if record.outdated and self._upgrade_record(record, backups, incomplete):
+                    summary["upgraded"] += 1
+            if summary["upgraded"]:
+                message = (
+                    f"upgraded {summary['upgraded']} run(s) of {self.directory} to {RECORD_FORMAT} "
+                    "(tie-fair metrics recomputed from values/, the paper's cells kept verbatim)"
+                )
+                if backups.is_dir():
+                    message += f"; their previous records are kept in {backups}"
+                if incomplete:
+                    message += f"; {len(incomplete)} run(s) keep every row with empty tie-fair cells: " + "; ".join(
+                        incomplete
+                    )
+                warnings.warn(message, StoreWarning, stacklevel=3)
             self.export()
         return summary
+
+    def _upgraded(self, record: RunRecord, incomplete: list[str]) -> RunRecord:
+        """The run with its tie-fair cells recomputed (or left empty, noted in ``incomplete``)."""
+        rows, reason = recompute_tie_fair(record, self.directory / "values" / f"{record.slug}.npz")
+        if rows is None:
+            incomplete.append(f"{record.run_id} ({reason})")
+        return RunRecord(record.run, record.rows if rows is None else rows, record.sequence)
+
+    def _upgrade_record(self, record: RunRecord, backups: Path, incomplete: list[str]) -> bool:
+        """Rewrite one outdated record in the current format under its claim, old file backed up."""
+        path = self.record_path(record.slug)
+        with self.claim(record.slug) as free:
+            if not free:
+                return False
+            try:
+                old = path.read_bytes()
+                current = RunRecord.from_json(old, path.name)
+            except (OSError, ValueError):  # set aside or rewritten meanwhile: the next repair sees it
+                return False
+            if not current.outdated:
+                return False
+            upgraded = self._upgraded(current, incomplete)
+            backups.mkdir(exist_ok=True)
+            atomic_write(backups / path.name, old)
+            atomic_write(path, upgraded.to_json())
+        return True
 
     def commit(self, record: RunRecord) -> None:
         """Save a finished run (the caller holds its claim), then refresh the exports.
@@ -309,20 +465,30 @@ class ResultsStore:
         """Regenerate ``results.csv`` and ``runs.csv`` from the records (directory lock held)."""
         records = self.records(warn=False, strict=False)
         rows = [row for record in records for row in record.rows]
-        self._replace_table(self.results_csv, render_table(RESULT_COLUMNS, rows))
+        previous = {",".join(RESULT_COLUMNS_V1): render_table(RESULT_COLUMNS_V1, [project_row(row) for row in rows])}
+        self._replace_table(self.results_csv, render_table(RESULT_COLUMNS, rows), previous)
         self._replace_table(
             self.runs_csv, render_table(RUN_COLUMNS, [[r.run[k] for k in RUN_COLUMNS] for r in records])
         )
 
-    def _replace_table(self, path: Path, text: str) -> None:
-        """Write an export; lines it drops go to the quarantine file, a shrink to a backup."""
+    def _replace_table(self, path: Path, text: str, previous: Mapping[str, str] | None = None) -> None:
+        """Write an export; lines it drops go to the quarantine file, a shrink to a backup.
+
+        ``previous`` maps the header of an older format of the table to the export rendered in
+        that format: an old table with such a header is checked against it (every old line must
+        reappear, in the old columns) and always backed up, since its format changes.
+        """
         data = text.encode()
         old = path.read_bytes() if path.exists() else None
         if old == data:
             return
         if old is not None:
-            new_lines = collections.Counter(text.split("\n"))
-            old_lines = [line for line in old.decode("utf-8", errors="surrogateescape").split("\n") if line]
+            old_text = old.decode("utf-8", errors="surrogateescape")
+            old_header = old_text.split("\n", 1)[0]
+            reformatted = previous is not None and old_header in previous and old_header != text.split("\n", 1)[0]
+            compare = previous[old_header] if reformatted and previous is not None else text
+            new_lines = collections.Counter(compare.split("\n"))
+            old_lines = [line for line in old_text.split("\n") if line]
             leftovers = []
             for line in old_lines:
                 if new_lines[line] > 0:
@@ -330,13 +496,14 @@ class ResultsStore:
                 else:
                     leftovers.append(line)
             notes = []
-            if len(text.split("\n")) - 2 < len(old_lines) - 1:
+            if reformatted or len(text.split("\n")) - 2 < len(old_lines) - 1:
                 backup = path.with_name(f"{path.name}.{_stamp()}.bak")
                 atomic_write(backup, old)
                 notes.append(f"the previous table is kept in {backup}")
             if leftovers:
-                quarantine = path.with_name(f"{path.stem}.quarantine.csv")
-                before = quarantine.read_bytes() if quarantine.exists() else text.split("\n", 1)[0].encode() + b"\n"
+                suffix = ".v1.quarantine.csv" if reformatted else ".quarantine.csv"
+                quarantine = path.with_name(f"{path.stem}{suffix}")
+                before = quarantine.read_bytes() if quarantine.exists() else compare.split("\n", 1)[0].encode() + b"\n"
                 added = "\n".join(leftovers).encode("utf-8", errors="surrogateescape") + b"\n"
                 atomic_write(quarantine, before + added)
                 notes.insert(
@@ -345,7 +512,8 @@ class ResultsStore:
                     f"unparseable or of an unfinished or foreign run) were moved to {quarantine}",
                 )
             if notes:
-                warnings.warn(f"repairing {path}: " + "; ".join(notes), StoreWarning, stacklevel=4)
+                action = "upgrading" if reformatted else "repairing"
+                warnings.warn(f"{action} {path}: " + "; ".join(notes), StoreWarning, stacklevel=4)
         atomic_write(path, data)
 
     def queries_recipe(self) -> str | None:
@@ -404,11 +572,14 @@ class ResultsStore:
 
 
 def migrate_results(directory: str | os.PathLike) -> dict[str, int]:
-    """Convert a results directory written before run records existed (CSV files only).
+    """Bring a results directory to the current format: :meth:`ResultsStore.prepare`.
 
-    Every run of ``runs.csv`` gets its record (rows from ``results.csv``, in the table's order);
-    the exports are then regenerated, byte for byte the same for a table without damaged
-    lines. Running it again changes nothing.
+    A directory written before run records existed (CSV files only) gets a record per run of
+    ``runs.csv`` (rows from ``results.csv``, in the table's order); runs of format ``/1``,
+    written before the tie-fair metrics, are upgraded from their kept member values (see the
+    module docstring: old records and table backed up, paper cells verbatim, no row dropped).
+    The exports are then regenerated, byte for byte the same for a current table without
+    damaged lines. Running it again changes nothing.
 
     Returns:
         The counts of :meth:`ResultsStore.repair`.
