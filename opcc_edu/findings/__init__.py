@@ -6,7 +6,8 @@ steps:
 1. :func:`describe_plan` -- the grid of runs of the active profile and of the paper's;
 2. :func:`paper_table` -- the paper's numbers;
 3. :func:`show_committed` -- our committed results (``results/ablations/<profile>/``), one
-   :class:`AblationResults` per profile, each next to the paper's cells;
+   :class:`AblationResults` per profile, each next to the paper's cells, then our tie-fair
+   metrics of the same cells (:func:`show_tie_fair`; the paper has none);
 4. :func:`draw_rccs` -- the risk-coverage curve of every level, one panel per environment;
 5. a *verdict* -- whether our runs reproduce the paper's finding. The findings differ between
    ablations, so there is one verdict function per kind of finding, each taking the difference
@@ -33,6 +34,7 @@ from .results import (
     paper_table,
     report_findings,
     show_committed,
+    show_tie_fair,
     voting_prefix_explorer,
 )
 from .verdicts import (
@@ -69,6 +71,7 @@ __all__ = [
     "report_findings",
     "run_live",
     "show_committed",
+    "show_tie_fair",
     "trend_verdict",
     "voting_prefix_explorer",
 ]

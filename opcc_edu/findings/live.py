@@ -11,8 +11,8 @@ from pathlib import Path
 
 from .. import experiments as ex
 from ..config import Profile, get_profile
-from ..names import METRICS
-from .results import AblationResults, display_markdown
+from ..names import METRICS, TIE_FAIR_METRICS
+from .results import AblationResults, display_markdown, show_tie_fair
 from .verdicts import level_titles
 
 _LIVE_PREFIX = "opcc_live_"
@@ -92,14 +92,20 @@ def run_live(
     print(f"{len(grid)} run(s) in {seconds:.1f} s")
     comparison = ex.compare_with_paper(table, ablation)
     display_markdown(ex.format_table(comparison, titles=level_titles(ablation)))
-    return AblationResults("live", ablation, out, results, table, comparison, grid=grid, seconds=seconds)
+    tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS, grid=grid)
+    live = AblationResults(
+        "live", ablation, out, results, table, comparison, grid=grid, seconds=seconds, tie_fair=tie_fair
+    )
+    show_tie_fair(live)
+    return live
 
 
 def live_run_problems(live: AblationResults) -> list[str]:
     """The facts every live run must satisfy that it violates (empty when all hold).
 
     Every metric lies in [0, 1]; CR_K is at least 0.2 (the zero-coverage point and full coverage
-    fill two of ten bins); every level has a row; the samples of a cell are seeds x datasets
+    fill two of ten bins); every tie-fair metric is computed (not NaN), the selective gain at
+    most 1 and the others in [0, 1]; every level has a row; the samples of a cell are seeds x datasets
     (seeds only when the level is the dataset).
     """
     if live.grid is None:
@@ -110,6 +116,14 @@ def live_run_problems(live: AblationResults) -> list[str]:
     outside = [m for m in METRICS if not live.results[m].between(0, 1).all()]
     if outside:
         problems.append(f"metrics outside [0, 1]: {', '.join(outside)}")
+    present = [m for m in TIE_FAIR_METRICS if m in live.results.columns]  # all of them in a real run
+    tie_fair_outside = [
+        m
+        for m in present
+        if not (live.results[m] <= 1 + 1e-12).all() or (m != "selective_gain" and not (live.results[m] >= 0).all())
+    ]
+    if tie_fair_outside:
+        problems.append(f"tie-fair metrics missing or out of range: {', '.join(tie_fair_outside)}")
     if not (live.results["cr_k"] >= 0.2 - 1e-12).all():
         problems.append("CR_K below 0.2: the zero-coverage point and full coverage fill two of ten bins")
     for env, part in live.table.groupby("environment"):

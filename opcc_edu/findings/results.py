@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import experiments as ex
 from ..config import Profile, get_profile
-from ..names import METRICS
+from ..names import METRICS, TIE_FAIR_METRICS
 from .verdicts import agreement_summary, level_findings, level_titles
 
 if TYPE_CHECKING:
@@ -33,6 +33,9 @@ class AblationResults:
         comparison: :func:`opcc_edu.experiments.compare_with_paper` of ``table``.
         grid: the grid that was run (live runs; ``None`` for committed results).
         seconds: wall time of the live run (``None`` for committed results).
+        tie_fair: :func:`opcc_edu.experiments.aggregate` of the tie-fair metrics
+            (:data:`opcc_edu.names.TIE_FAIR_METRICS`; ours only, the paper has none), in the
+            same tidy form as ``table``; ``None`` when not computed.
     """
 
     name: str
@@ -43,6 +46,7 @@ class AblationResults:
     comparison: pd.DataFrame
     grid: ex.GridSpec | None = None
     seconds: float | None = None
+    tie_fair: pd.DataFrame | None = None
 
 
 def display_markdown(text: str) -> None:
@@ -104,16 +108,32 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         results = ex.load_results(directory)
         table = ex.aggregate(results, ablation)
         comparison = ex.compare_with_paper(table, ablation)
+        tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
         committed[directory.name] = AblationResults(
-            directory.name, ablation, Path(directory), results, table, comparison
+            directory.name, ablation, Path(directory), results, table, comparison, tie_fair=tie_fair
         )
     return committed
+
+
+def show_tie_fair(entry: AblationResults) -> None:
+    """Show the tie-fair metrics of one set of results (ours only: the paper has none).
+
+    One line on what they are (:data:`opcc_edu.experiments.TIE_FAIR_EXPLANATION`), then
+    :func:`opcc_edu.experiments.format_tie_fair_table` of ``entry.tie_fair`` (computed from
+    ``entry.results`` when absent).
+    """
+    table = entry.tie_fair
+    if table is None:
+        table = ex.aggregate(entry.results, entry.ablation, metrics=TIE_FAIR_METRICS, grid=entry.grid)
+    display_markdown(ex.TIE_FAIR_EXPLANATION)
+    display_markdown(ex.format_tie_fair_table(table, titles=level_titles(entry.ablation)))
 
 
 def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) -> dict[str, AblationResults]:
     """Show every committed profile of an ablation: runs, compute, machine, commands, the table.
 
-    Each table cell is ours next to the paper's (:func:`opcc_edu.experiments.format_table`).
+    Each table cell is ours next to the paper's (:func:`opcc_edu.experiments.format_table`);
+    the tie-fair metrics of the same cells follow (:func:`show_tie_fair`).
 
     Returns:
         :func:`load_committed`'s mapping.
@@ -130,6 +150,7 @@ def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         for command in dict.fromkeys(s["command"] for s in sessions if s.get("label") == entry.ablation.name):
             print("  ", command)
         display_markdown(ex.format_table(entry.comparison, titles=level_titles(entry.ablation)))
+        show_tie_fair(entry)
     if not committed:
         print("No committed results found (they live in the repository under results/ablations/).")
     return committed

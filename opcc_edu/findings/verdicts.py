@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .. import experiments as ex
-from ..names import METRICS
+from ..names import METRICS, TABLE_METRICS
 from ..utils import check_choice
 
 
@@ -26,7 +26,8 @@ class Expectation:
     """What the paper found for one metric: ``level``'s mean is ``direction`` than the reference's.
 
     Attributes:
-        metric: one of :data:`opcc_edu.names.METRICS`.
+        metric: one of :data:`opcc_edu.names.METRICS` (the paper's), or of the tie-fair metrics
+            (:data:`opcc_edu.names.TABLE_METRICS` holds both) for a table that aggregates them.
         direction: ``"lower"`` or ``"higher"``.
         holds: the word printed when the finding holds (default: ``direction``).
         fails: the word printed when it does not (default: ``"not " + direction``).
@@ -40,7 +41,7 @@ class Expectation:
     digits: int = 3
 
     def __post_init__(self) -> None:
-        check_choice(self.metric, METRICS, "metric")
+        check_choice(self.metric, TABLE_METRICS, "metric")
         check_choice(self.direction, ("lower", "higher"), "direction")
 
     def judge(self, value: float, reference: float) -> str:
@@ -49,8 +50,18 @@ class Expectation:
         return (self.holds or self.direction) if held else (self.fails or f"not {self.direction}")
 
 
+#: Short labels of the tie-fair metrics in verdict lines (the paper's print upper-case).
+_TIE_FAIR_LABELS = {
+    "expected_aurcc": "E[AURCC]",
+    "expected_rpp": "E[RPP]",
+    "selective_gain": "gain",
+    "augrc": "AUGRC",
+    "auroc": "AUROC",
+}
+
+
 def _metric_label(metric: str) -> str:
-    return metric.upper()
+    return metric.upper() if metric in METRICS else _TIE_FAIR_LABELS.get(metric, metric)
 
 
 def trend_verdict(table: pd.DataFrame, metric: str = "aurcc", level_prefix: str = "") -> list[str]:
@@ -60,13 +71,14 @@ def trend_verdict(table: pd.DataFrame, metric: str = "aurcc", level_prefix: str 
 
     Args:
         table: tidy table (environment, level, metric, mean, ci), e.g. an aggregate.
-        metric: the metric followed.
+        metric: the metric followed, of :data:`opcc_edu.names.TABLE_METRICS` (the table must
+            hold it: a tie-fair one needs ``aggregate(..., metrics=TABLE_METRICS)``).
         level_prefix: printed before each level (``"h="`` for horizons).
 
     Returns:
         One line per environment.
     """
-    check_choice(metric, METRICS, "metric")
+    check_choice(metric, TABLE_METRICS, "metric")
     lines = []
     for env, part in table[table["metric"] == metric].groupby("environment", sort=False):
         part = part.set_index("level")
@@ -139,7 +151,7 @@ def dataset_spread_verdict(table: pd.DataFrame, metric: str = "aurcc") -> list[s
     Returns:
         Three lines: the largest spread within, the spread across, the verdict.
     """
-    check_choice(metric, METRICS, "metric")
+    check_choice(metric, TABLE_METRICS, "metric")
     part = table[table["metric"] == metric]
     within = part.groupby("environment")["mean"].agg(lambda m: m.max() - m.min())
     means = part.groupby("environment")["mean"].mean()
@@ -160,7 +172,7 @@ def level_difference_verdict(table: pd.DataFrame, ablation: str | ex.Ablation, m
     Returns:
         One line per (environment, level).
     """
-    check_choice(metric, METRICS, "metric")
+    check_choice(metric, TABLE_METRICS, "metric")
     titles = level_titles(ablation)
     d = ex.level_differences(table, ablation)
     lines = []
