@@ -75,9 +75,9 @@ def test_contrast_verdict_judges_each_expectation():
     )
 
 
-@pytest.mark.parametrize("bad", [{"metric": "accuracy", "direction": "lower"}, {"metric": "aurcc", "direction": "down"}])
+@pytest.mark.parametrize("bad", [{"metric": "ece", "direction": "lower"}, {"metric": "aurcc", "direction": "down"}])
 def test_expectation_rejects_unknown_metric_or_direction(bad):
-    with pytest.raises(ValueError, match=next(k for k in bad if bad[k] in ("accuracy", "down"))):
+    with pytest.raises(ValueError, match=next(k for k in bad if bad[k] in ("ece", "down"))):
         Expectation(**bad)
 
 
