@@ -26,7 +26,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "The paper's baseline end to end: train a dynamics-model ensemble on an offline dataset (or "
         "load it from the cache), estimate both sides of every policy-comparison query in every member, "
-        "predict with EV, PCI and U-PCI, and print AURCC, RPP, CR_K and loss per horizon and overall. "
+        "predict with EV, PCI and U-PCI, and print AURCC, RPP, CR_K and loss per horizon and overall, "
+        "with the tie-fair expected AURCC, selective gain and AUROC beside them. "
         "Writes results.json, results.npz and rcc.png under OUT/ENV/DATASET."
     )
     parser.add_argument(
