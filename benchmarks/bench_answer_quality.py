@@ -153,16 +153,16 @@ def _ev_loss(values: np.ndarray, target: np.ndarray, mask: np.ndarray | None = N
 
 
 def _paper_value(table: int, env: str, dataset: str, metric: str = "loss") -> float | None:
-    import csv
+    from opcc_edu.experiments import paper_results
 
-    from opcc_edu.assets import __file__ as assets_init  # noqa: F401  (package data location)
-
-    path = Path(assets_init).parent / "paper_results.csv"
-    with path.open() as handle:
-        for row in csv.DictReader(handle):
-            if (row["table"], row["environment"], row["dataset"], row["metric"]) == (str(table), env, dataset, metric):
-                return float(row["mean"])
-    return None
+    rows = paper_results()
+    rows = rows[
+        (rows["table"] == table)
+        & (rows["environment"] == env)
+        & (rows["dataset"] == dataset)
+        & (rows["metric"] == metric)
+    ]
+    return float(rows["mean"].iloc[0]) if len(rows) else None
 
 
 def report(profile: str) -> Path:

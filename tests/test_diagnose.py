@@ -109,3 +109,18 @@ def test_bad_input(setup):
     discounted = dataclasses.replace(queries, gamma=np.full(len(queries), 0.9))
     with pytest.raises(ValueError, match="gamma"):
         decompose_value_error(model, discounted, policies)
+
+
+def test_true_reward_survives_member_blocks(setup):
+    """rollout_values splits large ensembles into blocks of members; each block keeps the true reward."""
+    from opcc_edu.baselines.diagnose import _TrueRewardModel
+    from opcc_edu.dynamics import rollout_values
+    from opcc_edu.rewards import reward_fn
+
+    data, model, queries, policies = setup
+    view = _TrueRewardModel(model, reward_fn(ENV))
+    args = (policies, queries.obs_a, queries.policy_a - 1, queries.horizon, queries.action_a)
+    whole = rollout_values(view, *args, progress=False)
+    blocks = rollout_values(view, *args, member_block=1, chunk_rows=4, progress=False)
+    np.testing.assert_allclose(blocks, whole, atol=1e-9)
+    np.testing.assert_array_equal(whole, np.round(whole))  # whole numbers of rewarded steps

@@ -112,6 +112,10 @@ class _TrueRewardModel:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
+    def select_members(self, members: Any) -> _TrueRewardModel:
+        # rollout_values advances large ensembles in blocks of members: keep the true reward.
+        return _TrueRewardModel(self.model.select_members(members), self.reward)
+
     def step(self, obs, act, generator=None):
         nxt, _, done = self.model.step(obs, act, generator)
         return nxt, self.reward(obs, act, nxt), done
