@@ -145,9 +145,10 @@ def _scores(arr: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
 
 
 def _ev_loss(values: np.ndarray, target: np.ndarray, mask: np.ndarray | None = None) -> float:
+    from opcc_edu.confidence import compute_confidence
+
     n = len(target)
-    mean = values.mean(1) if values.ndim == 2 else values
-    pred = (mean[:n] < mean[n:]).astype(np.int64)
+    pred, _ = compute_confidence("ev", values[:n].astype(np.float64), values[n:].astype(np.float64))
     mask = np.ones(n, bool) if mask is None else mask
     return float((pred[mask] != target[mask]).mean())
 
@@ -163,6 +164,20 @@ def _paper_value(table: int, env: str, dataset: str, metric: str = "loss") -> fl
         & (rows["metric"] == metric)
     ]
     return float(rows["mean"].iloc[0]) if len(rows) else None
+
+
+def _held_back(what: str, ev: float, true_reward: list[float], learned_on_true: list[float], bound: float) -> str:
+    """One sentence: which learned part holds a missed target back, from the decomposed subset."""
+    text = f"{what}: EV loss {ev:.3f} on the decomposed subset (bound {bound:.3f})"
+    if true_reward:
+        tr = float(np.mean(true_reward))
+        text += f"; {tr:.3f} with the true reward paid on the model's states"
+        if tr <= bound:
+            text += " (within the bound: the learned reward holds it back, the learned dynamics would pass)"
+        else:
+            text += " (still above the bound: the learned dynamics hold it back too)"
+    text += f"; {float(np.mean(learned_on_true)):.3f} with the learned reward paid on the simulator's states."
+    return text
 
 
 def report(profile: str) -> Path:
@@ -201,6 +216,7 @@ def report(profile: str) -> Path:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     verdicts = []
+    held: list[str] = []
     for env in envs:
         entries = runs.get((env, "paper"), [])
         if not entries:
@@ -217,6 +233,8 @@ def report(profile: str) -> Path:
         target = None if paper is None else paper + margin
         met = "—" if target is None else ("yes" if np.mean(ev) <= target else "no")
         verdicts.append((f"paper set, {env}: EV loss ≤ paper + {margin}", met))
+        if met == "no":
+            held.append(_held_back(f"paper set, {env}", np.mean(sub_ev), tr, lt, target))
         lines.append(
             f"| {env} ({dataset}) | {ci(ev)} | {paper if paper is not None else 'n/a'} | "
             f"{'n/a' if target is None else f'{target:.3f}'} | {met} | {ci(heur)} | {ci(sub_ev)} | "
@@ -239,6 +257,11 @@ def report(profile: str) -> Path:
         ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
         heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
         gap_met = "yes" if np.mean(heur) - np.mean(ev) >= 0.05 else "no"
+        if gap_met == "no":
+            sub = [_ev_loss(a["sub_model"], a["sub_target"]) for _, a in entries]
+            tr_all = [_ev_loss(a["true_on_model"], a["sub_target"]) for _, a in entries if "true_on_model" in a]
+            lt_all = [_ev_loss(a["learned_on_true"], a["sub_target"]) for _, a in entries]
+            held.append(_held_back(f"hard set, {env}", np.mean(sub), tr_all, lt_all, np.mean(heur) - 0.05))
         verdicts.append((f"hard set, {env}: EV ≥ 0.05 below the heuristic", gap_met))
         n = len(entries[0][1]["target"])
         same = [_ev_loss(a["model"], a["target"], a["same_state"][:n]) for _, a in entries if a["same_state"].any()]
@@ -316,6 +339,9 @@ def report(profile: str) -> Path:
             f"{np.mean(cold) if cold else float('nan'):.0f} | {np.mean([m['decompose_seconds'] for m in metas]):.0f} |"
         )
 
+    if held:
+        lines += ["", "## What holds the missed targets back", ""]
+        lines += [f"- {line}" for line in held]
     lines += ["", "## Targets", "", "| target | met |", "|---|---|"]
     lines += [f"| {t} | {m} |" for t, m in verdicts]
     lines += ["", f"Python {sys.version.split()[0]}, {platform.platform()}."]

@@ -11,6 +11,7 @@ import torch
 from opcc_edu.baselines import EnsembleConfig, estimate_values
 from opcc_edu.baselines.diagnose import decompose_value_error, holdout_indices, one_step_errors
 from opcc_edu.baselines.training import train_ensemble
+from opcc_edu.confidence import compute_confidence
 from opcc_edu.datasets import generate_dataset
 from opcc_edu.dynamics import build_ensemble
 from opcc_edu.policies import load_policies
@@ -44,7 +45,8 @@ def test_model_column_is_the_ensembles_estimate(setup, dec):
     np.testing.assert_array_equal(dec.model, np.concatenate([values_a, values_b]))
     np.testing.assert_array_equal(dec.true, np.concatenate([queries.value_a, queries.value_b]))
     ev = dec.table().query("variant.str.startswith('model') and subset == 'all'")["ev_loss"].item()
-    assert ev == pytest.approx(np.mean((values_a.mean(1) < values_b.mean(1)) != queries.target))
+    prediction, _ = compute_confidence("ev", values_a, values_b)
+    assert ev == pytest.approx(np.mean(prediction != queries.target))
 
 
 def test_learned_reward_on_true_states_by_hand(setup, dec):

@@ -147,16 +147,18 @@ class ValueErrorDecomposition:
 
     # ------------------------------------------------------------------------------------
     def _variants(self) -> dict[str, np.ndarray]:
+        """(2N, M) member values of each variant."""
         out = {
-            "model (learned dynamics + reward)": self.model.mean(1),
-            "learned reward on true states": self.model_reward_true_states.mean(1),
+            "model (learned dynamics + reward)": self.model,
+            "learned reward on true states": self.model_reward_true_states,
         }
         if self.true_reward_model_states is not None:
-            out["true reward on model states"] = self.true_reward_model_states.mean(1)
+            out["true reward on model states"] = self.true_reward_model_states
         return out
 
     def table(self) -> pd.DataFrame:
-        """Bias and mean absolute error of each variant's values, and its EV loss.
+        """Bias and mean absolute error of each variant's mean values, and its EV loss (the
+        members' majority vote, as :func:`opcc_edu.confidence.ensemble_voting`).
 
         Rows: variant x subset (every horizon, ``all``, and same-/different-state queries).
         """
@@ -169,10 +171,13 @@ class ValueErrorDecomposition:
         subsets += [(ALL_HORIZONS, np.ones(n, bool))]
         if self.same_state.any():
             subsets += [("same state", self.same_state[:n]), ("different state", ~self.same_state[:n])]
+        from ..confidence import compute_confidence
+
         rows = []
-        for name, values in self._variants().items():
+        for name, members in self._variants().items():
+            values = members.mean(1)
             err = values - self.true
-            pred = (values[:n] < values[n:]).astype(np.int64)
+            pred, _ = compute_confidence("ev", members[:n], members[n:])  # the members' majority
             for label, mask in subsets:
                 if not mask.any():
                     continue
@@ -211,8 +216,8 @@ class ValueErrorDecomposition:
         fig = fig or plt.figure(figsize=(10, 3.6), layout="constrained")
         left, right = fig.subplots(1, 2)
         horizons = sorted(set(self.horizon.tolist()))
-        for name, values in self._variants().items():
-            mae = [np.abs(values - self.true)[self.horizon == h].mean() for h in horizons]
+        for name, members in self._variants().items():
+            mae = [np.abs(members.mean(1) - self.true)[self.horizon == h].mean() for h in horizons]
             left.plot(horizons, mae, marker="o", label=name)
         left.set_xlabel("horizon h")
         left.set_ylabel("mean |value error|")
