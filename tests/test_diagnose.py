@@ -115,12 +115,11 @@ def test_bad_input(setup):
 
 def test_true_reward_survives_member_blocks(setup):
     """rollout_values splits large ensembles into blocks of members; each block keeps the true reward."""
-    from opcc_edu.baselines.diagnose import _TrueRewardModel
+    from opcc_edu.baselines.diagnose import _with_true_reward
     from opcc_edu.dynamics import rollout_values
-    from opcc_edu.rewards import reward_fn
 
     data, model, queries, policies = setup
-    view = _TrueRewardModel(model, reward_fn(ENV))
+    view = _with_true_reward(model)
     args = (policies, queries.obs_a, queries.policy_a - 1, queries.horizon, queries.action_a)
     whole = rollout_values(view, *args, progress=False)
     blocks = rollout_values(view, *args, member_block=1, chunk_rows=4, progress=False)

@@ -52,14 +52,14 @@ OPEN_LOOP_STEPS: tuple[int, ...] = (1, 2, 5, 10, 20, 30, 40, 50)
 
 
 def holdout_indices(n: int, seed: int = 0, holdout_fraction: float = 0.1, max_holdout: int = 5000) -> np.ndarray:
-    """The transitions :func:`opcc_edu.dynamics.train_dynamics` keeps out of training.
+    """The transitions :func:`opcc_edu.dynamics.train_dynamics` keeps out of training: (n_val,) int.
 
-    Same draw as the training split (a permutation from ``numpy.random.default_rng(seed)``),
-    so with the training seed and defaults this is exactly the validation set the model never
-    saw.
+    The validation half of :func:`opcc_edu.dynamics.training.holdout_split`, so with the
+    training seed and defaults these are exactly the rows the model never saw.
     """
-    n_val = min(int(max_holdout), int(round(holdout_fraction * n))) if n >= 20 else 0
-    return np.random.default_rng(seed).permutation(n)[:n_val]
+    from ..dynamics.training import holdout_split
+
+    return holdout_split(n, seed, holdout_fraction, max_holdout)[0]
 
 
 def one_step_errors(
@@ -103,22 +103,14 @@ def one_step_errors(
     }
 
 
-class _TrueRewardModel:
-    """A view of an ensemble whose steps pay the environment's reward on the model's states."""
+def _with_true_reward(model: DynamicsEnsemble) -> DynamicsEnsemble:
+    """The same members in predefined-reward mode: a maze model's steps then pay the maze's
+    true reward on its own predicted states (its reward column is learned but not used)."""
+    from ..dynamics import build_ensemble
 
-    def __init__(self, model: DynamicsEnsemble, reward: Any):
-        self.model, self.reward = model, reward
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
-
-    def select_members(self, members: Any) -> _TrueRewardModel:
-        # rollout_values advances large ensembles in blocks of members: keep the true reward.
-        return _TrueRewardModel(self.model.select_members(members), self.reward)
-
-    def step(self, obs, act, generator=None):
-        nxt, _, done = self.model.step(obs, act, generator)
-        return nxt, self.reward(obs, act, nxt), done
+    copy = build_ensemble(dataclasses.replace(model.spec, reward="predefined"), init=False).to(model.device)
+    copy.load_state_dict(model.state_dict())
+    return copy.eval()
 
 
 @dataclasses.dataclass
@@ -301,11 +293,8 @@ def decompose_value_error(
 
     true_on_model = None
     if spec.is_maze:
-        from ..rewards import reward_fn
-
-        view = _TrueRewardModel(model, reward_fn(queries.env_name))
         true_on_model = rollout_values(
-            view, policies, obs, level - 1, horizon, first, gamma, seed=seed, progress=progress
+            _with_true_reward(model), policies, obs, level - 1, horizon, first, gamma, seed=seed, progress=progress
         )[..., 0]
 
     open_loop: dict[int, float] = {}

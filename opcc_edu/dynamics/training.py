@@ -151,6 +151,19 @@ def _training_tensors(
     }
 
 
+def holdout_split(
+    n: int, seed: int = 0, holdout_fraction: float = 0.1, max_holdout: int = 5000
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(validation, training)`` row indices of :func:`train_dynamics`'s split of n transitions.
+
+    A permutation from ``numpy.random.default_rng(seed)``; the first
+    ``min(max_holdout, round(holdout_fraction * n))`` rows are held out (none when n < 20).
+    """
+    n_val = min(int(max_holdout), int(round(holdout_fraction * n))) if n >= 20 else 0
+    order = np.random.default_rng(seed).permutation(n)
+    return order[:n_val], order[n_val:]
+
+
 def _adam_with_weight_decay(model: DynamicsEnsemble, lr: float, weight_decay: float) -> torch.optim.Adam:
     """Adam with an L2 penalty on the weight matrices only, not on biases (as in MBPO)."""
     decay, no_decay = [], []
@@ -210,10 +223,8 @@ def train_dynamics(
     eval_every = max(1, steps // 10) if eval_every is None else check_positive_int(eval_every, "eval_every")
 
     t = len(data["obs"])
-    rng = np.random.default_rng(seed)
-    n_val = min(int(max_holdout), int(round(holdout_fraction * t))) if t >= 20 else 0
-    order = rng.permutation(t)
-    val_idx, train_idx = order[:n_val], order[n_val:]
+    val_idx, train_idx = holdout_split(t, seed, holdout_fraction, max_holdout)
+    n_val = len(val_idx)
 
     model.set_statistics(*(data[k][train_idx] for k in ("obs", "act", "next_obs", "reward")))
     model.to(device).train()
