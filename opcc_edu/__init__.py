@@ -62,6 +62,7 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "excess_aurcc",
         "expected_aurcc",
         "expected_random_aurcc",
+        "expected_risk_coverage_curve",
         "expected_rpp",
         "mean_confidence_interval",
         "oracle_aurcc",

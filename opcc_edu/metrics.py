@@ -95,6 +95,7 @@ __all__ = [
     "augrc",
     "expected_random_aurcc",
     "expected_aurcc",
+    "expected_risk_coverage_curve",
     "expected_rpp",
     "tie_fair_oracle_aurcc",
     "selective_gain",
@@ -472,6 +473,34 @@ def _pairs_auroc(loss: np.ndarray, reversed_pairs: int, tied_pairs: int) -> floa
     if wrong == 0 or correct == 0:
         return 0.5
     return 1.0 - (2 * reversed_pairs + tied_pairs) / (2.0 * correct * wrong)
+
+
+def expected_risk_coverage_curve(prediction: Any, target: Any, confidence: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The expected risk-coverage curve when ties are broken uniformly at random (tie-fair).
+
+    A strict order has one operating point per query: coverage i/N, risk E_i / i. Inside a
+    tied group of n_g queries with e_g wrong answers, after S queries with A wrong answers,
+    the expected risk after its first j queries is ``(A + j e_g / n_g) / (S + j)`` (see
+    :func:`expected_aurcc`, which is the trapezoid area under this curve).
+
+    Args:
+        prediction: (N,) 0/1 predictions.
+        target: (N,) 0/1 true answers.
+        confidence: (N,) finite confidences.
+
+    Returns:
+        ``(coverage, risk)``, each (N + 1,): coverage ``i / N`` for i = 0..N and the expected
+        selective risk there (0 at coverage 0, the full-coverage risk at coverage 1).
+
+    Raises:
+        ValueError: an input is not 1-D, empty, non-binary or non-finite, or the lengths differ.
+    """
+    loss, conf = _loss_and_confidence(prediction, target, confidence)
+    size, errors, before, errors_before = _tie_groups(loss, conf)
+    group = np.repeat(np.arange(size.size), size)
+    j = np.arange(1, loss.size + 1) - before[group]
+    risk = (errors_before[group] + j * errors[group] / size[group]) / (before[group] + j)
+    return np.arange(loss.size + 1) / loss.size, np.concatenate(([0.0], risk))
 
 
 def expected_aurcc(prediction: Any, target: Any, confidence: Any) -> float:

@@ -284,10 +284,25 @@ def test_auroc_hand_count():
     assert metrics.expected_rpp(prediction, target, confidence) == pytest.approx(1 / 25)
 
 
+@pytest.mark.parametrize("prediction, target, confidence", CASES)
+def test_expected_curve_is_the_mean_curve_over_every_tie_breaking_order(prediction, target, confidence):
+    loss = (np.asarray(prediction) != np.asarray(target)).astype(float)
+    curves = [
+        np.concatenate(([0.0], np.cumsum(loss[order]) / np.arange(1, loss.size + 1)))
+        for order in strict_orders(np.asarray(confidence, dtype=float))
+    ]
+    coverage, risk = metrics.expected_risk_coverage_curve(prediction, target, confidence)
+    np.testing.assert_allclose(coverage, np.arange(loss.size + 1) / loss.size)
+    np.testing.assert_allclose(risk, np.mean(curves, axis=0), atol=1e-12)
+    assert metrics.trapezoid_area(coverage, risk) == pytest.approx(
+        metrics.expected_aurcc(prediction, target, confidence), abs=1e-12
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Bad input: the existing clear errors, never a NaN
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", NEW_FUNCTIONS)
+@pytest.mark.parametrize("name", (*NEW_FUNCTIONS, "expected_risk_coverage_curve"))
 @pytest.mark.parametrize(
     "prediction, target, confidence, message",
     [
