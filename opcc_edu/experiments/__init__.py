@@ -80,7 +80,17 @@ from .registry import (
     get_ablation,
     parse_configuration,
 )
-from .report import TIE_FAIR_EXPLANATION, format_table, format_tie_fair_table, info_lines, report_text, write_report
+from .report import (
+    TABLE_CAPTION,
+    TIE_FAIR_CAPTION,
+    TIE_FAIR_EXPLANATION,
+    format_table,
+    format_tie_fair_table,
+    info_lines,
+    report_chunks,
+    report_text,
+    write_report,
+)
 from .runner import grid_status, machine_description, results_dir, run_ablation, run_grid
 from .store import ResultsStore, migrate_results
 
@@ -142,6 +152,9 @@ __all__ = [
     "level_differences",
     "format_table",
     "format_tie_fair_table",
+    "report_chunks",
+    "TABLE_CAPTION",
+    "TIE_FAIR_CAPTION",
     "TIE_FAIR_EXPLANATION",
     "report_text",
     "write_report",

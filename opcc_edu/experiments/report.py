@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..display import Table
 from ..names import METRIC_NAMES, METRICS, QUERY_RECIPES, TIE_FAIR_METRICS
 from ..utils import check_choice
 from .analysis import aggregate, find_results_root, has_results, load_results, read_meta, results_recipe
@@ -31,11 +32,27 @@ __all__ = [
     "format_table",
     "format_tie_fair_table",
     "report_text",
+    "report_chunks",
     "write_report",
     "profile_directories",
     "info_lines",
     "TIE_FAIR_EXPLANATION",
+    "TABLE_CAPTION",
+    "TIE_FAIR_CAPTION",
 ]
+
+#: The caption of every results table in notebooks and on the book's pages (not in the text).
+TABLE_CAPTION = (
+    "Each cell: mean ± half-width of the 95% Student-t interval over runs. Every metric is a "
+    "fraction of the query set (0 to 1, no unit); ↓ lower is better, ↑ higher is better. "
+    "Bold: the best level of its column within an environment."
+)
+
+#: The caption of every tie-fair table (selective gain and AUROC are scores, not fractions).
+TIE_FAIR_CAPTION = (
+    "Each cell: mean ± half-width of the 95% Student-t interval over runs; no metric has a unit. "
+    "↓ lower is better, ↑ higher is better. Bold: the best level of its column within an environment."
+)
 
 #: What the tie-fair tables are, in one paragraph (printed above them in reports and the book).
 TIE_FAIR_EXPLANATION = (
@@ -72,7 +89,9 @@ def format_table(
         titles: display names of the levels.
 
     Returns:
-        The table as text.
+        The table as text: for ``"markdown"`` a :class:`opcc_edu.display.Table`, which a
+        notebook shows as an HTML table with :data:`TABLE_CAPTION` and the best level of each
+        column within an environment in bold.
     """
     check_choice(fmt, ("markdown", "latex"), "format")
     for metric in metrics:
@@ -80,11 +99,13 @@ def format_table(
     header = ["environment", "level"]
     for metric in metrics:
         header += [f"{METRIC_NAMES[metric]} ours", f"{METRIC_NAMES[metric]} paper"]
-    body = []
+    body: list[list[str]] = []
+    values: list[list[float | None]] = []
     columns = (comparison["environment"], comparison["level"], comparison["paper_level"])
     keys = list(dict.fromkeys(zip(*columns, strict=True)))
     for env, lv, plv in keys:
         cells = [env, (titles or {}).get(lv, lv) + (f" (paper {plv})" if plv != lv else "")]
+        numbers: list[float | None] = [None, None]
         part = comparison[
             (comparison["environment"] == env) & (comparison["level"] == lv) & (comparison["paper_level"] == plv)
         ]
@@ -94,10 +115,17 @@ def format_table(
                 r = row.iloc[0]
                 bound = bool(r["paper_ci_is_bound"]) if r["paper_ci_is_bound"] == r["paper_ci_is_bound"] else False
                 cells += [_fmt(r["ours_mean"], r["ours_ci"]), _fmt(r["paper_mean"], r["paper_ci"], bound=bound)]
+                numbers += [_shown(r["ours_mean"]), _shown(r["paper_mean"])]
             else:
                 cells += ["–", "–"]
+                numbers += [None, None]
         body.append(cells)
-    return _render(header, body, fmt)
+        values.append(numbers)
+    if fmt == "latex":
+        return _render(header, body, fmt)
+    better = [None, None, *(_better(metric) for metric in metrics for _ in ("ours", "paper"))]
+    spans = [("", 2), *((METRIC_NAMES[metric], 2) for metric in metrics)]
+    return Table(header, body, values=values, better=better, group=0, caption=TABLE_CAPTION, spans=spans)
 
 
 def format_tie_fair_table(
@@ -120,29 +148,46 @@ def format_tie_fair_table(
         titles: display names of the levels.
 
     Returns:
-        The table as text.
+        The table as text (for ``"markdown"`` a :class:`opcc_edu.display.Table`, as
+        :func:`format_table`).
     """
     check_choice(fmt, ("markdown", "latex"), "format")
     for metric in metrics:
         check_choice(metric, METRIC_NAMES, "metric")
     header = ["environment", "level", *(METRIC_NAMES[metric] for metric in metrics)]
     part = table[table["metric"].isin(list(metrics))]
-    body = []
+    body: list[list[str]] = []
+    values: list[list[float | None]] = []
     for env, lv in dict.fromkeys(zip(part["environment"], part["level"], strict=True)):
         cells = [env, (titles or {}).get(lv, lv)]
+        numbers: list[float | None] = [None, None]
         here = part[(part["environment"] == env) & (part["level"] == lv)].set_index("metric")
         for metric in metrics:
             cells.append(_fmt(here.loc[metric, "mean"], here.loc[metric, "ci"]) if metric in here.index else "–")
+            numbers.append(_shown(here.loc[metric, "mean"]) if metric in here.index else None)
         body.append(cells)
-    return _render(header, body, fmt)
+        values.append(numbers)
+    if fmt == "latex":
+        return _render(header, body, fmt)
+    better = [None, None, *(_better(metric) for metric in metrics)]
+    return Table(header, body, values=values, better=better, group=0, caption=TIE_FAIR_CAPTION)
+
+
+def _shown(mean: float | None, digits: int = 3) -> float | None:
+    """A mean as its cell shows it (the best cell is the best one a reader sees)."""
+    return None if mean is None or mean != mean else round(float(mean), digits)
+
+
+def _better(metric: str) -> str | None:
+    """The better direction of a metric, read from the arrow of its display name."""
+    name = METRIC_NAMES.get(metric, "")
+    return "lower" if "(↓)" in name else "higher" if "(↑)" in name else None
 
 
 def _render(header: Sequence[str], body: Sequence[Sequence[str]], fmt: str) -> str:
     """A Markdown or LaTeX (booktabs) table: two text columns, then numbers."""
     if fmt == "markdown":
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        return "\n".join(lines)
+        return str(Table(header, body))
 
     def tex(text: str) -> str:
         return (
@@ -184,6 +229,24 @@ def report_text(
     Raises:
         FileNotFoundError: when no results exist under ``out``.
         ValueError: for an unknown format, or a profile without results (naming those with).
+    """
+    chunks = report_chunks(out, fmt=fmt, profiles=profiles)
+    separator = "\n\n"
+    text = separator.join(chunks) + "\n"
+    if fmt != "markdown":
+        text = text.replace("95%", "95\\%").replace("×", "$\\times$").replace("±", "$\\pm$")
+    return text
+
+
+def report_chunks(
+    out: str | os.PathLike | None = None, fmt: str = "markdown", profiles: Sequence[str] | None = None
+) -> list[str]:
+    """The paragraphs of :func:`report_text` in order: headings (``#`` lines in Markdown),
+    text, and tables (:class:`opcc_edu.display.Table` in Markdown), so that a notebook can show
+    each table as a table (:func:`opcc_edu.findings.show_report`).
+
+    Args and Raises: as :func:`report_text`. LaTeX chunks come before the replacements that
+    :func:`report_text` makes in the joined text (``%``, ``×``, ``±``).
     """
     check_choice(fmt, ("markdown", "latex"), "format")
     root = Path(out if out is not None else "results/ablations")
@@ -244,11 +307,7 @@ def report_text(
             tie_fair = aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
             chunks.append("Tie-fair metrics of the same cells (ours; the paper has none):")
             chunks.append(format_tie_fair_table(tie_fair, fmt=fmt, titles=titles))
-    separator = "\n\n"
-    text = separator.join(chunks) + "\n"
-    if not md:
-        text = text.replace("95%", "95\\%").replace("×", "$\\times$").replace("±", "$\\pm$")
-    return text
+    return chunks
 
 
 def write_report(

@@ -34,6 +34,7 @@ from .results import (
     paper_table,
     report_findings,
     show_committed,
+    show_report,
     show_tie_fair,
     voting_prefix_explorer,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "report_findings",
     "run_live",
     "show_committed",
+    "show_report",
     "show_tie_fair",
     "trend_verdict",
     "voting_prefix_explorer",

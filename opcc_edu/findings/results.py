@@ -50,9 +50,12 @@ class AblationResults:
 
 
 def display_markdown(text: str) -> None:
+    """Display Markdown text; a :class:`opcc_edu.display.Table` shows itself (an HTML table)."""
     from IPython.display import Markdown, display
 
-    display(Markdown(text))
+    from ..display import Table
+
+    display(text if isinstance(text, Table) else Markdown(text))
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,6 +157,29 @@ def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
     if not committed:
         print("No committed results found (they live in the repository under results/ablations/).")
     return committed
+
+
+def show_report(root: str | Path | None = None) -> None:
+    """Show :func:`opcc_edu.experiments.report_text` of every committed profile in a notebook:
+    its headings as bold lines, its tables as tables.
+
+    Args:
+        root: the ``results/ablations`` directory (default: the repository's).
+
+    Raises:
+        FileNotFoundError: when no results exist under ``root``.
+    """
+    from ..experiments.report import report_chunks
+
+    if root is None:
+        root = ex.find_results_root()
+        if root is None:
+            raise FileNotFoundError("no committed results found (they live in the repository under results/ablations/)")
+    for chunk in report_chunks(root):
+        if chunk.startswith("#"):
+            display_markdown("**" + chunk.lstrip("#").strip() + "**")
+        else:
+            display_markdown(chunk)
 
 
 def draw_rccs(entry: AblationResults, title_prefix: str | None = None, columns: int = 2) -> Figure:

@@ -1,0 +1,239 @@
+"""What a reader sees: tables that render as tables, explorers with a figure the page keeps.
+
+* :class:`Table` -- a results table. It is the Markdown text of the table (a ``str``, so it
+  prints in a terminal and joins into reports), and it shows itself as an HTML table in
+  Jupyter, on Colab and on the book's pages, with a caption and the best cell of each column
+  marked. Markdown output is not a table everywhere (CommonMark has none), HTML is.
+* :func:`explore` -- an ipywidgets explorer with a static twin: the figure of its default
+  state is drawn as an ordinary output, which the static book keeps, followed by a one-line
+  note and the controls, which move only in a running notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ipywidgets import Widget
+
+__all__ = ["Table", "explore", "EXPLORER_NOTE"]
+
+#: The line shown between an explorer's static figure and its controls.
+EXPLORER_NOTE = (
+    "*Interactive explorer: the controls below work in Jupyter and on Colab (open this chapter "
+    "there). The figure above shows their default setting; a change draws its figure below them.*"
+)
+
+_DIRECTIONS = ("lower", "higher", None)
+
+
+class Table(str):
+    """A table whose text is Markdown and whose notebook display is HTML.
+
+    Args:
+        header: the column names.
+        rows: the cells, as text, one sequence of ``len(header)`` per row.
+        values: the number behind each cell (``None`` or ``nan`` where there is none), used to
+            find the best cell of a column; default: no cell is marked.
+        better: per column, ``"lower"``, ``"higher"`` or ``None`` (not compared).
+        group: index of a column whose equal cells form a group (e.g. the environment): the
+            best cell is found within each group of at least two rows with a number.
+        caption: one line shown above the table in notebooks and on the page (not in the text).
+        spans: an HTML header row above ``header``: ``(name, columns)`` pairs covering every
+            column in order; below a named span each column shows its name without the span's
+            (``"AURCC (↓)"`` over ``"ours"``, ``"paper"``).
+
+    The string itself is the Markdown table alone, so ``print`` and reports are unchanged.
+
+    Raises:
+        ValueError: for rows, values or directions that do not match the header.
+    """
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    best: frozenset[tuple[int, int]]
+    caption: str | None
+    spans: tuple[tuple[str, int], ...] | None
+
+    def __new__(
+        cls,
+        header: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        *,
+        values: Sequence[Sequence[float | None]] | None = None,
+        better: Sequence[str | None] | None = None,
+        group: int | None = None,
+        caption: str | None = None,
+        spans: Sequence[tuple[str, int]] | None = None,
+    ) -> Table:
+        header = tuple(str(h) for h in header)
+        width = len(header)
+        if width == 0:
+            raise ValueError("header must name at least one column")
+        rows = tuple(tuple(str(c) for c in row) for row in rows)
+        for i, row in enumerate(rows):
+            if len(row) != width:
+                raise ValueError(f"row {i} has {len(row)} cells, the header {width}: {row!r}")
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * width]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        table = super().__new__(cls, "\n".join(lines))
+        table.header = header
+        table.rows = rows
+        table.caption = caption
+        table.best = _best_cells(rows, width, values, better, group)
+        table.spans = _check_spans(spans, header)
+        return table
+
+    def _repr_markdown_(self) -> str:
+        return (f"{self.caption}\n\n" if self.caption else "") + str(self)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def to_html(self) -> str:
+        """The table as HTML: the caption, then the table in a box that scrolls sideways when the
+        page is narrower, the best cells in bold (class ``best``)."""
+        esc = html.escape
+        numeric = self._numeric_columns()
+        parts = []
+        if self.caption:  # above the scrolling box, so that it wraps at the page's width
+            parts.append(f'<p class="opcc-table-caption" style="font-size: 0.85em">{esc(self.caption)}</p>')
+        parts += ['<div style="overflow-x: auto">', '<table class="table opcc-table" style="font-size: 0.85em">']
+        parts.append("<thead>")
+        names = list(self.header)
+        if self.spans:
+            row, start = [], 0
+            for name, count in self.spans:
+                row.append(f'<th colspan="{count}" style="text-align: center">{esc(name)}</th>')
+                if name:
+                    names[start : start + count] = [
+                        n.removeprefix(name).strip() or n for n in names[start : start + count]
+                    ]
+                start += count
+            parts.append("<tr>" + "".join(row) + "</tr>")
+        parts.append("<tr>" + "".join(self._cell("th", j in numeric, n) for j, n in enumerate(names)) + "</tr>")
+        parts.append("</thead><tbody>")
+        for i, row in enumerate(self.rows):
+            cells = "".join(self._cell("td", j in numeric, c, (i, j) in self.best) for j, c in enumerate(row))
+            parts.append(f"<tr>{cells}</tr>")
+        parts.append("</tbody></table></div>")
+        return "\n".join(parts)
+
+    @staticmethod
+    def _cell(tag: str, numeric: bool, text: str, best: bool = False) -> str:
+        style = ' style="text-align: right; white-space: nowrap"' if numeric else ""
+        body = f"<strong>{html.escape(text)}</strong>" if best else html.escape(text)
+        mark = ' class="best"' if best else ""
+        return f"<{tag}{mark}{style}>{body}</{tag}>"
+
+    def _numeric_columns(self) -> set[int]:
+        return {j for j in range(len(self.header)) if any(_is_number_text(row[j]) for row in self.rows)}
+
+
+def _check_spans(
+    spans: Sequence[tuple[str, int]] | None, header: tuple[str, ...]
+) -> tuple[tuple[str, int], ...] | None:
+    if spans is None:
+        return None
+    spans = tuple((str(name), int(count)) for name, count in spans)
+    if any(count < 1 for _, count in spans) or sum(count for _, count in spans) != len(header):
+        raise ValueError(f"spans must cover the {len(header)} columns with positive counts, got {spans!r}")
+    return spans
+
+
+def _is_number_text(text: str) -> bool:
+    head = text.split(" ", 1)[0].lstrip("−-")
+    return bool(head) and head.replace(".", "", 1).isdigit()
+
+
+def _best_cells(
+    rows: tuple[tuple[str, ...], ...],
+    width: int,
+    values: Sequence[Sequence[float | None]] | None,
+    better: Sequence[str | None] | None,
+    group: int | None,
+) -> frozenset[tuple[int, int]]:
+    if values is None or better is None:
+        return frozenset()
+    better = tuple(better)
+    if len(better) != width:
+        raise ValueError(f"better needs one direction per column ({width}), got {len(better)}")
+    for direction in better:
+        if direction not in _DIRECTIONS:
+            raise ValueError(f"better holds {direction!r}; choose from {_DIRECTIONS}")
+    if len(values) != len(rows) or any(len(v) != width for v in values):
+        raise ValueError("values needs one number (or None) per cell, in the shape of rows")
+    if group is not None and not 0 <= group < width:
+        raise ValueError(f"group must be a column index in [0, {width}), got {group!r}")
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(row[group] if group is not None else "", []).append(i)
+    best = set()
+    for members in groups.values():
+        for j, direction in enumerate(better):
+            if direction is None:
+                continue
+            numbers = [(i, float(values[i][j])) for i in members if _finite(values[i][j])]
+            if len(numbers) < 2:
+                continue
+            pick = min if direction == "lower" else max
+            target = pick(v for _, v in numbers)
+            if all(v == target for _, v in numbers):
+                continue  # every level ties: nothing is best
+            best.update((i, j) for i, v in numbers if v == target)
+    return frozenset(best)
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def explore(function: Callable[..., Any], /, note: bool = True, **controls: Any) -> Widget:
+    """Show ``function``'s figure at the controls' defaults, then return its explorer.
+
+    The default state is drawn as an ordinary cell output (the static book keeps it); then
+    :data:`EXPLORER_NOTE`; the returned ``ipywidgets.interactive`` draws below its controls
+    only when one changes, so a notebook reader never sees the default figure twice.
+
+    Args:
+        function: draws one figure from keyword arguments (it may call ``plt.show()``).
+        note: show :data:`EXPLORER_NOTE` between the figure and the controls.
+        **controls: one ipywidgets control (or fixed value, as ``ipywidgets.interactive``
+            takes) per keyword argument of ``function``.
+
+    Returns:
+        The ``ipywidgets.interactive`` widget (the last line of a cell displays it).
+
+    Raises:
+        ValueError: when no control is given.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    if not controls:
+        raise ValueError("explore needs at least one control, e.g. n=ipywidgets.IntSlider(...)")
+    drawn = {"default": False}
+
+    def redraw(**kwargs: Any) -> None:
+        if not drawn["default"]:  # interactive calls once at construction: that figure is above
+            drawn["default"] = True
+            return
+        function(**kwargs)
+        plt.show()
+
+    explorer = widgets.interactive(redraw, **controls)
+    function(**explorer.kwargs)
+    plt.show()
+    if note:
+        display(Markdown(EXPLORER_NOTE))
+    return explorer
