@@ -215,8 +215,8 @@ def test_finished_runs_are_not_repeated_and_other_ablations_reuse_the_default_ru
 def test_an_interrupted_grid_resumes_where_it_stopped(tmp_path):
     grid = ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=3)
     crashing = FakeAnswers(fail_on=2)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        ex.run_grid(grid, tmp_path, answer_fn=crashing, progress=False)
+    with pytest.raises(ex.RunsFailedError, match="simulated crash"), pytest.warns(ex.RunFailureWarning):
+        ex.run_grid(grid, tmp_path, answer_fn=crashing, progress=False, retries=1)
     assert len(ex.load_results(tmp_path)["run_id"].unique()) == 2
     # a crash in the middle of the next write: rows of an unfinished run and a torn line
     with open(tmp_path / "results.csv", "a") as handle:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 
 from .options import (
+    UsageError,
     add_baseline,
     add_out,
     add_recipe,
@@ -13,10 +15,25 @@ from .options import (
     check_output_dir,
     choice_type,
     environment,
+    non_negative_float,
     non_negative_int,
     positive_int,
     progress_of,
 )
+
+
+def _executor_names() -> tuple[str, ...]:
+    from ..experiments import EXECUTORS
+
+    return EXECUTORS
+
+
+def _positive_float(text: str) -> float:
+    """A finite number > 0 (a share of CPUs)."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a number > 0, got 0")
+    return value
 
 
 def _ablation_names() -> tuple[str, ...]:
@@ -69,12 +86,83 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="list the runs, finished or not, and exit; nothing is written"
     )
+    parser.add_argument(
+        "--executor",
+        type=choice_type("executor", _executor_names),
+        default="local",
+        help="where runs compute: local (this machine; default) or ray (a Ray cluster; the 'cluster' extra)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        default=1,
+        help="local: runs at once, each in its own worker process (default 1: one after another in this process)",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        default=None,
+        help="ray: the cluster to join, 'auto' or HOST:PORT of `ray start --head` (default: a local cluster)",
+    )
+    parser.add_argument(
+        "--cpus-per-run",
+        type=_positive_float,
+        metavar="C",
+        default=None,
+        help="CPUs (torch threads) of one run (default: ray 1, --jobs N an equal share of the cores)",
+    )
+    parser.add_argument(
+        "--gpus-per-run",
+        type=non_negative_float,
+        metavar="G",
+        default=0.0,
+        help="ray: GPUs of one run; a fraction shares a GPU (default 0: CPU only)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=non_negative_int,
+        metavar="N",
+        default=2,
+        help="attempts after the first for a run that fails or loses its worker (default 2)",
+    )
     parser.set_defaults(handler=_ablation)
+
+
+def _executor_of(args: argparse.Namespace):
+    """The executor of the options, checked flag by flag before anything runs."""
+    from ..experiments import make_executor
+
+    if args.executor == "local":
+        for flag, value in (("--address", args.address), ("--gpus-per-run", args.gpus_per_run)):
+            if value:
+                raise UsageError(f"{flag} is an option of --executor ray, not of --executor local")
+        if args.cpus_per_run is not None and args.jobs == 1:
+            raise UsageError("--cpus-per-run sets the threads of worker processes: add --jobs N (N > 1)")
+    elif args.jobs != 1:
+        raise UsageError(
+            "--jobs is an option of --executor local; ray runs as many runs at once as the cluster's CPUs "
+            "and GPUs allow (--cpus-per-run, --gpus-per-run)"
+        )
+    return make_executor(
+        args.executor,
+        jobs=args.jobs,
+        address=args.address,
+        cpus_per_run=args.cpus_per_run,
+        gpus_per_run=args.gpus_per_run,
+    )
 
 
 def _ablation(args: argparse.Namespace) -> int:
     from ..config import get_profile
-    from ..experiments import compare_with_paper, format_table, get_ablation, results_dir, run_ablation
+    from ..experiments import (
+        RunsFailedError,
+        compare_with_paper,
+        format_table,
+        get_ablation,
+        results_dir,
+        run_ablation,
+    )
 
     profile = get_profile()
     ablation = get_ablation(args.name)
@@ -94,16 +182,23 @@ def _ablation(args: argparse.Namespace) -> int:
         for run_id, finished in zip(status["run_id"], status["done"], strict=True):
             print(f"  {'done' if finished else 'todo'}  {run_id}")
         return 0
+    executor = _executor_of(args)
     check_cache_dir()
-    ours = run_ablation(
-        ablation,
-        out=args.out,
-        profile=profile,
-        progress=progress_of(args),
-        max_runs=args.max_runs,
-        command=shlex.join(["opcc-edu", *args.argv]),
-        **plan,
-    )
+    try:
+        ours = run_ablation(
+            ablation,
+            out=args.out,
+            profile=profile,
+            progress=progress_of(args),
+            max_runs=args.max_runs,
+            command=shlex.join(["opcc-edu", *args.argv]),
+            executor=executor,
+            retries=args.retries,
+            **plan,
+        )
+    except RunsFailedError as exc:
+        print(f"opcc-edu ablation: error: {exc}", file=sys.stderr)
+        return 1
     titles = {level.label: level.display for level in ablation.levels}
     print(f"\n{ablation.title} -- profile {profile.name}, {args.queries} query sets, results in {directory}")
     print(format_table(compare_with_paper(ours, ablation), titles=titles))

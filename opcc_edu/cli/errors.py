@@ -28,6 +28,7 @@ EXIT_BROKEN_PIPE = 141
 EXTRAS: dict[str, tuple[str, ...]] = {
     "train": ("stable_baselines3",),
     "data": ("h5py",),
+    "cluster": ("ray",),
     "book": ("jupyter_book", "myst_nb", "sphinx_exercise", "sphinx_togglebutton"),
 }
 _MODULE_TO_EXTRA = {module: extra for extra, modules in EXTRAS.items() for module in modules}

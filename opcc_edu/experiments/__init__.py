@@ -24,6 +24,9 @@ AUGRC, AUROC; :mod:`opcc_edu.metrics`). One concept per module:
   write (:func:`migrate_results`, ``python -m opcc_edu.experiments.upgrade DIR``).
 * :mod:`~opcc_edu.experiments.runner` -- :func:`run_grid` and :func:`run_ablation`: run what is
   unfinished, resume after an interruption, compute runs shared by several ablations once.
+* :mod:`~opcc_edu.experiments.executors` -- where runs compute: in this process, in local
+  worker processes, or as Ray tasks on a cluster (:func:`make_executor`); the driver alone
+  writes the results, retries failed runs, and every executor gives the same rows.
 * :mod:`~opcc_edu.experiments.analysis` -- :func:`load_results`, :func:`aggregate` (mean +-
   half-width of the two-sided 95% Student-t interval over the seeds x datasets runs of each
   environment and level), :func:`level_risk_coverage`, :func:`level_differences`.
@@ -66,6 +69,7 @@ from .answers import (
     score_values,
     synthetic_answer_function,
 )
+from .executors import EXECUTORS, Executor, RunFailureWarning, RunsFailedError, make_executor
 from .grid import GridSpec, RunSpec, default_datasets, plan_ablation
 from .paper import compare_with_paper, paper_results
 from .records import RESULT_COLUMNS, RUN_COLUMNS, ResultsStoreError, RunRecord, StoreWarning
@@ -128,6 +132,11 @@ __all__ = [
     "synthetic_answer_function",
     "run_grid",
     "run_ablation",
+    "EXECUTORS",
+    "Executor",
+    "make_executor",
+    "RunFailureWarning",
+    "RunsFailedError",
     "grid_status",
     "results_dir",
     "ResultsStore",

@@ -9,11 +9,14 @@ are computed once. :func:`run_ablation` plans, runs and aggregates one ablation.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import datetime as _dt
 import os
 import shlex
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,10 +27,19 @@ from ..config import Profile, get_profile
 from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ..provenance import machine_description
 from ..utils import check_choice
-from .answers import AnswerFunction, RunValues, baseline_answer_function, heuristic_answer_function, score_values
+from .answers import AnswerFunction, baseline_answer_function, heuristic_answer_function
+from .executors import (
+    Executor,
+    RunFailure,
+    RunFailureWarning,
+    RunOutcome,
+    RunsFailedError,
+    RunTask,
+    make_executor,
+)
 from .grid import GridSpec, RunSpec, plan_ablation
 from .records import new_record
-from .registry import Ablation, format_value, get_ablation
+from .registry import Ablation, get_ablation
 from .store import ResultsStore
 
 if TYPE_CHECKING:
@@ -90,54 +102,98 @@ def grid_status(grid: GridSpec, out_dir: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "environment", "dataset", "seed", "configuration", "done"])
 
 
-def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in info.items():
-        if isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            out[str(key)] = value
-    return out
-
-
-def _run_one(
-    store: ResultsStore, run: RunSpec, answer_fn: AnswerFunction, profile: Profile, progress: bool, save_values: bool
-) -> None:
-    """Answer, score and save one run (its claim is held by the caller)."""
+def _save_outcome(store: ResultsStore, run: RunSpec, outcome: RunOutcome) -> None:
+    """Write a returned run: its member values, then its record (the caller holds its claim)."""
     from ..io import save_npz
 
-    start = time.perf_counter()
-    values: RunValues = answer_fn(run, progress)
-    base = {
-        "environment": run.environment,
-        "dataset": run.dataset,
-        "seed": run.seed,
-        "configuration": run.configuration,
-        "profile": profile.name,
-        "run_id": run.run_id,
-    }
-    rows = [{**base, **row} for row in score_values(values)]
-    if save_values:
-        arrays = {
-            "values_a": values.values_a.astype(np.float32),
-            "values_b": values.values_b.astype(np.float32),
-            "target": values.target,
-            "horizon": values.horizon,
-        }
-        overrides = {k: format_value(v) for k, v in run.overrides.items()}
-        save_npz(
-            store.directory / "values" / f"{run.slug}.npz",
-            arrays,
-            {**base, "overrides": overrides, "info": _jsonable(values.info)},
-        )
-    summary = {
-        **base,
-        "n_queries": len(values),
-        "ensemble_size": values.ensemble_size,
-        "seconds": round(time.perf_counter() - start, 2),
-        "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    store.commit(new_record(summary, rows))
+    if outcome.arrays is not None:
+        save_npz(store.directory / "values" / f"{run.slug}.npz", outcome.arrays, outcome.metadata)
+    store.commit(new_record(outcome.summary, outcome.rows))
+
+
+def _check_retries(retries: int) -> int:
+    if isinstance(retries, bool) or not isinstance(retries, (int, np.integer)) or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+    return int(retries)
+
+
+def _drive(
+    store: ResultsStore,
+    pending: list[RunSpec],
+    executor: Executor,
+    answer_fn: AnswerFunction,
+    profile: Profile,
+    progress: bool,
+    save_values: bool,
+    max_runs: int | None,
+    retries: int,
+    session: dict[str, Any],
+    clock: float,
+    bar: Any,
+    failed: list[RunFailure],
+) -> None:
+    """Submit the pending runs, save each as it returns, retry failures (the driver's loop).
+
+    A run is claimed in the store before it is submitted and released once it is saved or has
+    failed on every attempt, so another process on the same directory skips it meanwhile.
+    """
+    queue = collections.deque(pending)
+    in_flight: dict[str, tuple[RunSpec, contextlib.ExitStack, int]] = {}
+    try:
+        while True:
+            while queue and len(in_flight) < executor.capacity():
+                if max_runs is not None and session["runs_completed"] + len(in_flight) >= max_runs:
+                    break
+                run = queue.popleft()
+                claim = contextlib.ExitStack()
+                if not claim.enter_context(store.claim(run.slug)) or store.has_record(run.slug):
+                    claim.close()  # being computed elsewhere, or just finished
+                    continue
+                try:
+                    executor.submit(
+                        run.slug, RunTask(run, answer_fn, profile, progress and executor.in_process, save_values)
+                    )
+                except BaseException:
+                    claim.close()
+                    raise
+                in_flight[run.slug] = (run, claim, 1)
+                if bar is not None and executor.in_process:
+                    bar.set_postfix_str(run.run_id)
+            if not in_flight:
+                return
+            slug, outcome, error, details, exception = executor.wait()
+            run, claim, attempt = in_flight.pop(slug)
+            with claim:
+                if outcome is not None:
+                    _save_outcome(store, run, outcome)
+                    session["runs_completed"] += 1
+                    session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+                    store.update_meta(session)
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                failure = RunFailure(run.run_id, attempt, error, details, exception)
+                again = attempt <= retries
+                session.setdefault("failed_attempts", []).append(
+                    {"run_id": run.run_id, "attempt": attempt, "error": error[:500]}
+                )
+                warnings.warn(
+                    f"run {run.run_id} failed (attempt {attempt} of {retries + 1}): {error}"
+                    + ("; submitting it again" if again else "; giving up on it, the other runs go on"),
+                    RunFailureWarning,
+                    stacklevel=3,
+                )
+                if again:
+                    executor.submit(
+                        slug, RunTask(run, answer_fn, profile, progress and executor.in_process, save_values)
+                    )
+                    in_flight[slug] = (run, claim.pop_all(), attempt + 1)
+                else:
+                    failed.append(failure)
+                    session["runs_failed"] = len(failed)
+    finally:
+        for _, claim, _ in in_flight.values():
+            claim.close()
 
 
 def run_grid(
@@ -152,12 +208,19 @@ def run_grid(
     command: str | None = None,
     queries: str = DEFAULT_QUERY_RECIPE,
     baseline: str = "ensemble",
+    executor: Executor | str | None = None,
+    retries: int = 2,
 ) -> pd.DataFrame:
     """Run every unfinished run of ``grid`` and save each one to ``out_dir`` as it finishes.
 
-    Each run is claimed before it starts, so several processes may share ``out_dir``: a run
-    being computed by another process is skipped here. See
-    :mod:`opcc_edu.experiments.store` for what is guaranteed on disk.
+    This process is the driver: it claims each run before submitting it to the ``executor``
+    (so several processes may share ``out_dir``: a run being computed by another process is
+    skipped here) and alone writes a run's values and record when the run returns. Workers
+    write nothing here, so a worker lost mid-run leaves no trace and its run is submitted
+    again. A run that fails is reported (a :class:`~opcc_edu.experiments.executors.RunFailureWarning`)
+    and retried up to ``retries`` times while the other runs go on. Every executor gives the
+    same rows: a run's seed is its own. See :mod:`opcc_edu.experiments.store` for what is
+    guaranteed on disk, and :mod:`opcc_edu.experiments.executors` for the executors.
 
     Args:
         grid: the :class:`~opcc_edu.experiments.grid.GridSpec`.
@@ -178,23 +241,32 @@ def run_grid(
         baseline: ``"ensemble"`` (the paper's baseline) or ``"heuristic"`` (the no-model rule,
             :func:`~opcc_edu.experiments.answers.heuristic_answer_function`); selects the
             default ``answer_fn`` and is recorded in ``meta.json``.
+        executor: an :class:`~opcc_edu.experiments.executors.Executor`, or a name of
+            :data:`~opcc_edu.experiments.executors.EXECUTORS` with default settings
+            (:func:`~opcc_edu.experiments.executors.make_executor`); ``None``: one run after
+            another in this process.
+        retries: attempts after the first for a run that fails (its worker raised or died).
 
     Returns:
         The whole results table (:func:`~opcc_edu.experiments.analysis.load_results` of
         ``out_dir``) as a DataFrame.
 
     Raises:
-        ValueError: for a negative ``max_runs``, an unknown recipe or baseline, or a directory
-            that holds runs on another recipe's query sets.
+        ValueError: for a negative ``max_runs`` or ``retries``, an unknown recipe, baseline or
+            executor, or a directory that holds runs on another recipe's query sets.
         ResultsStoreError: when ``out_dir`` cannot be written (before any run) or a run
             cannot be saved (no space left, ...); finished runs stay intact.
+        RunsFailedError: after every other run was computed and saved, when some runs failed
+            on every attempt (chained to the first failure's exception for in-process runs).
     """
     from .analysis import load_results
 
     max_runs = _check_max_runs(max_runs)
+    retries = _check_retries(retries)
     profile = get_profile(profile)
     check_choice(queries, QUERY_RECIPES, "queries")
     check_choice(baseline, BASELINES, "baseline")
+    executor = executor if isinstance(executor, Executor) else make_executor(executor or "local")
     if answer_fn is None:
         answer_fn = (
             baseline_answer_function(profile, queries=queries)
@@ -221,34 +293,39 @@ def run_grid(
         "runs_completed": 0,
         "runs_in_grid": len(grid.runs()),
     }
+    session["executor"] = executor.description()
+    total = len(pending) if max_runs is None else min(len(pending), max_runs)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(
-            total=len(pending) if max_runs is None else min(len(pending), max_runs), desc=label or "grid", unit="run"
-        )
+        bar = tqdm(total=total, desc=label or "grid", unit="run")
+    failed: list[RunFailure] = []
     try:
-        for run in pending:
-            if max_runs is not None and session["runs_completed"] >= max_runs:
-                break
-            if bar is not None:
-                bar.set_postfix_str(run.run_id)
-            with store.claim(run.slug) as held:
-                if not held or store.has_record(run.slug):  # being computed elsewhere, or just finished
-                    continue
-                _run_one(store, run, answer_fn, profile, progress, save_values)
-            session["runs_completed"] += 1
-            session["wall_seconds"] = round(time.perf_counter() - clock, 1)
-            store.update_meta(session)
-            if bar is not None:
-                bar.update(1)
+        with executor:
+            _drive(
+                store,
+                pending,
+                executor,
+                answer_fn,
+                profile,
+                progress,
+                save_values,
+                max_runs,
+                retries,
+                session,
+                clock,
+                bar,
+                failed,
+            )
     finally:
         if bar is not None:
             bar.close()
-        if session["runs_completed"]:
+        if session["runs_completed"] or failed:
             session["wall_seconds"] = round(time.perf_counter() - clock, 1)
             store.update_meta(session)
+    if failed:
+        raise RunsFailedError(failed, retries + 1) from failed[0].exception
     return load_results(out_dir)
 
 
@@ -266,6 +343,8 @@ def run_ablation(
     dry_run: bool = False,
     queries: str = DEFAULT_QUERY_RECIPE,
     baseline: str = "ensemble",
+    executor: Executor | str | None = None,
+    retries: int = 2,
 ) -> pd.DataFrame:
     """Plan and run one ablation, then aggregate it.
 
@@ -284,6 +363,7 @@ def run_ablation(
         dry_run: run nothing and write nothing; return :func:`grid_status` of the plan.
         queries: the query sets' recipe, ``"paper"`` (default) or ``"hard"``.
         baseline: ``"ensemble"`` (default) or ``"heuristic"`` (the no-model rule).
+        executor, retries: see :func:`run_grid`.
 
     Returns:
         :func:`~opcc_edu.experiments.analysis.aggregate` of the ablation; with ``dry_run``,
@@ -296,6 +376,7 @@ def run_ablation(
     from .analysis import aggregate
 
     _check_max_runs(max_runs)
+    _check_retries(retries)
     ablation = get_ablation(name)
     profile = get_profile(profile)
     grid = plan_ablation(ablation, profile, environments=environments, datasets=datasets, seeds=seeds)
@@ -313,5 +394,7 @@ def run_ablation(
         command=command,
         queries=queries,
         baseline=baseline,
+        executor=executor,
+        retries=retries,
     )
     return aggregate(results, ablation, grid=grid)
