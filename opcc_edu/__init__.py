@@ -9,6 +9,8 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.io` -- atomic, checksummed, pickle-free storage.
 * :mod:`opcc_edu.confidence` -- EV, PCI and U-PCI confidences from ensemble value estimates.
 * :mod:`opcc_edu.metrics` -- exact risk-coverage metrics (AURCC, RPP, CR_K, AUGRC, ...).
+* :mod:`opcc_edu.predictor_metrics` -- the value estimates alone: DOPE's error, rank correlation, regret@1.
+* :mod:`opcc_edu.calibration` -- confidence as P(correct) (ECE, Brier, isotonic), interval coverage.
 * :mod:`opcc_edu.policies` -- the query and behaviour policies (PPO-trained, exported actors).
 * :mod:`opcc_edu.datasets` -- offline datasets in D4RL's format (generated, cached, or loaded).
 * :mod:`opcc_edu.simulate` -- exact ground-truth values, many queries batched in the simulator.
@@ -71,6 +73,18 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "risk_coverage_curve",
         "selective_gain",
         "tie_fair_oracle_aurcc",
+    ),
+    "predictor_metrics": (
+        "normalized_absolute_error",
+        "rank_correlation_by_group",
+        "regret_at_1_by_group",
+    ),
+    "calibration": (
+        "brier_score",
+        "expected_calibration_error",
+        "interval_coverage",
+        "isotonic_calibration",
+        "miscalibration_area",
     ),
     "policies": (
         "POLICY_LEVELS",

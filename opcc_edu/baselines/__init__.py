@@ -56,6 +56,7 @@ _LAZY: dict[str, str] = {
     "METRIC_COLUMNS": "answers",
     "answer_queries": "answers",
     "format_metrics": "answers",
+    "format_predictor_metrics": "answers",
     "heuristic_as_answers": "answers",
     "run_end_to_end": "run",
     "HeuristicAnswers": "heuristic",

@@ -52,6 +52,15 @@ def _metrics_table(
     return scores.predictions, scores.confidences, scores.table()
 
 
+#: Suffix of the name of a confidence calibrated by :meth:`Answers.with_calibrated`.
+CALIBRATED_SUFFIX = "_cal"
+
+
+def _plain_metrics(metrics: dict[str, Any]) -> dict[str, float | int]:
+    # as opcc_edu.scoring's rows: ``n`` an int, every other metric a float
+    return {key: (int(v) if key == "n" else float(v)) for key, v in metrics.items()}
+
+
 @dataclasses.dataclass
 class Answers:
     """A baseline's answers to a query set: member values, predictions, confidences, metrics.
@@ -89,6 +98,8 @@ class Answers:
     """Where the ensemble is cached."""
     baseline: str = "ensemble"
     """``"ensemble"`` or ``"heuristic"`` (:data:`opcc_edu.names.BASELINES`)."""
+    calibrated: dict[str, tuple[str, int, int]] = dataclasses.field(default_factory=dict)
+    """Confidences added by :meth:`with_calibrated`: name -> (source confidence, folds, seed)."""
 
     @property
     def target(self) -> np.ndarray:
@@ -113,10 +124,9 @@ class Answers:
         if m > self.ensemble_size:
             raise ValueError(f"m must be at most the ensemble size {self.ensemble_size}, got {m}")
         va, vb = self.values_a[:, :m], self.values_b[:, :m]
-        predictions, confidences, metrics = _metrics_table(
-            va, vb, self.target, self.horizon, list(self.predictions), self.k
-        )
-        return dataclasses.replace(
+        base = [name for name in self.predictions if name not in self.calibrated]
+        predictions, confidences, metrics = _metrics_table(va, vb, self.target, self.horizon, base, self.k)
+        prefix = dataclasses.replace(
             self,
             config=dataclasses.replace(self.config, ensemble_size=m),
             values_a=va,
@@ -124,7 +134,105 @@ class Answers:
             predictions=predictions,
             confidences=confidences,
             metrics=metrics,
+            calibrated={},
         )
+        for name, (source, folds, seed) in self.calibrated.items():
+            if source in prefix.predictions:  # PCI and U-PCI need two members
+                prefix = prefix.with_calibrated(source, folds=folds, seed=seed, name=name)
+        return prefix
+
+    def calibrate(self, confidence: str = "pci", folds: int = 2, seed: int = 0) -> np.ndarray:
+        """(N,) calibrated confidence: the cross-fitted probability that ``confidence``'s answer is right.
+
+        An isotonic regression from the confidence to the 0/1 correctness of its answers, fitted
+        on all folds but one and applied to that one (:func:`opcc_edu.calibration.isotonic_calibration`).
+
+        Args:
+            confidence: a confidence held (a key of :attr:`confidences`).
+            folds: parts of the cross-fit (>= 2).
+            seed: seed of the split into parts.
+        """
+        from ..calibration import isotonic_calibration
+        from ..metrics import query_losses
+
+        check_choice(confidence, self.confidences, "confidence")
+        correct = 1 - query_losses(self.predictions[confidence], self.target)
+        return isotonic_calibration(self.confidences[confidence], correct, folds=folds, seed=seed)
+
+    def with_calibrated(
+        self, confidence: str = "pci", folds: int = 2, seed: int = 0, name: str | None = None
+    ) -> Answers:
+        """These answers with one more confidence function: ``confidence`` calibrated by :meth:`calibrate`.
+
+        It keeps the predictions of ``confidence`` and is scored by every metric, per horizon and
+        overall, under ``name`` (default ``"<confidence>_cal"``), so :meth:`table`,
+        :func:`format_metrics` and :meth:`summary` show it beside the others.
+        """
+        from ..metrics import evaluate
+
+        name = f"{confidence}{CALIBRATED_SUFFIX}" if name is None else name
+        if name in self.predictions and name not in self.calibrated:
+            raise ValueError(f"name {name!r} is already a confidence of these answers; choose another")
+        calibrated = self.calibrate(confidence, folds=folds, seed=seed)
+        prediction = self.predictions[confidence]
+        metrics = {ALL_HORIZONS: _plain_metrics(evaluate(prediction, self.target, calibrated, k=self.k))}
+        for h in np.unique(self.horizon):
+            mask = self.horizon == h
+            metrics[str(int(h))] = _plain_metrics(
+                evaluate(prediction[mask], self.target[mask], calibrated[mask], k=self.k)
+            )
+        return dataclasses.replace(
+            self,
+            predictions={**self.predictions, name: prediction},
+            confidences={**self.confidences, name: calibrated},
+            metrics={**self.metrics, name: metrics},
+            calibrated={**self.calibrated, name: (confidence, folds, seed)},
+        )
+
+    def predictor_metrics(self) -> dict[str, dict[str, float | int | None]] | None:
+        """DOPE's metrics of the member-mean value estimates, per horizon and overall.
+
+        See :func:`opcc_edu.predictor_metrics.predictor_metrics`. None for the heuristic, whose
+        scores are not values.
+        """
+        from ..predictor_metrics import predictor_metrics
+
+        if self.baseline == "heuristic":
+            return None
+        return predictor_metrics(self.queries, self.values_a.mean(axis=1), self.values_b.mean(axis=1))
+
+    def calibration(self, n_bins: int = 10, folds: int = 2, seed: int = 0) -> dict[str, Any]:
+        """How well the confidences read as probabilities, and how well member intervals cover.
+
+        Returns:
+            ``{"confidence": {name: ...}, "intervals": ...}``: for every confidence held (the
+            calibrated ones excepted) the ECE, Brier score and AUROC of its probability reading
+            (none for the heuristic, whose confidence is not in [0, 1]) and of its cross-fitted
+            isotonic calibration
+            (:func:`opcc_edu.calibration.calibration_metrics`); and, with two members or more,
+            the coverage of the members' value intervals per kind and horizon
+            (:func:`opcc_edu.calibration.coverage_table`; None otherwise). JSON-ready.
+        """
+        from ..calibration import calibration_metrics, coverage_table
+
+        by_confidence = {
+            name: calibration_metrics(
+                self.predictions[name],
+                self.target,
+                self.confidences[name],
+                n_bins=n_bins,
+                folds=folds,
+                seed=seed,
+                as_probability=self.baseline != "heuristic",
+            )
+            for name in self.predictions
+            if name not in self.calibrated
+        }
+        intervals = None
+        if self.baseline != "heuristic" and self.ensemble_size >= 2:
+            q = self.queries
+            intervals = coverage_table(self.values_a, self.values_b, q.value_a, q.value_b, self.horizon)
+        return {"confidence": by_confidence, "intervals": intervals}
 
     def table(self) -> pd.DataFrame:
         """Metrics as a tidy ``pandas.DataFrame``: one row per (confidence, horizon).
@@ -157,7 +265,10 @@ class Answers:
 
         ``metrics[confidence][horizon]`` holds every key of :func:`opcc_edu.metrics.evaluate`;
         ``paper_metrics`` and ``tie_fair_metrics`` name which of them are the paper's and which
-        are tie-fair (ties broken at random, no discount for ties).
+        are tie-fair (ties broken at random, no discount for ties). ``predictor_metrics`` judges
+        the value estimates alone (:meth:`predictor_metrics`: DOPE's normalised error, rank
+        correlation and regret@1 per horizon) and ``calibration`` the confidences as
+        probabilities and the members' intervals (:meth:`calibration`).
         """
         return {
             "env_name": self.env_name,
@@ -175,6 +286,8 @@ class Answers:
             "paper_metrics": list(METRICS),
             "tie_fair_metrics": list(TIE_FAIR_METRICS),
             "metrics": self.metrics,
+            "predictor_metrics": self.predictor_metrics(),
+            "calibration": self.calibration(),
         }
 
     def save(self, directory: str | Path, stem: str | None = None) -> dict[str, Path]:
@@ -377,4 +490,35 @@ def format_metrics(answers: Answers) -> str:
         name = CONFIDENCE_NAMES.get(row["confidence"], row["confidence"])
         lines.append(f"  {name:<10} {row['horizon']:>7} {cells} {int(row['n']):>6}")
     lines += [f"  {line}" for line in TIE_FAIR_NOTE.split("\n")]
+    return "\n".join(lines)
+
+
+def format_predictor_metrics(answers: Answers) -> str:
+    """A plain-text table per horizon: the PCQ loss of the member-mean answer beside DOPE's
+    normalised absolute error, rank correlation and normalised regret@1 of the member-mean
+    values (:meth:`Answers.predictor_metrics`), with the start states they are averaged over.
+    Empty for the heuristic, which estimates no values."""
+    from ..metrics import query_losses
+
+    table = answers.predictor_metrics()
+    if table is None:
+        return ""
+    # the member-mean answer (a zero difference predicts 1), as PCI and U-PCI predict
+    prediction = (answers.values_a.mean(axis=1) - answers.values_b.mean(axis=1) <= 0).astype(np.int8)
+    loss = query_losses(prediction, answers.target)
+    header = f"  {'horizon':>7} {'loss':>8} {'NAE':>8} {'rank corr':>10} {'regret@1':>9} {'starts':>7}"
+    lines = [header, "  " + "-" * (len(header) - 2)]
+    for h, row in table.items():
+        mask = np.ones(loss.size, dtype=bool) if h == ALL_HORIZONS else answers.horizon == int(h)
+        cells = [
+            f"{value:>{width}.4f}" if value is not None else f"{'-':>{width}}"
+            for value, width in (
+                (row["normalized_abs_error"], 8),
+                (row["rank_correlation"], 10),
+                (row["normalized_regret_at_1"], 9),
+            )
+        ]
+        lines.append(f"  {h:>7} {loss[mask].mean():>8.4f} {' '.join(cells)} {row['n_groups']:>7}")
+    lines.append("  loss: PCQ 0/1 loss of the member-mean answer; NAE, regret@1: normalised by the range of true")
+    lines.append("  values per horizon; rank corr: Spearman across the policies of a start state (starts: 2+ sides)")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..config import get_profile
 from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ..utils import check_choice
-from .answers import Answers, answer_queries, format_metrics, heuristic_as_answers
+from .answers import Answers, answer_queries, format_metrics, format_predictor_metrics, heuristic_as_answers
 from .config import EnsembleConfig
 
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ def run_end_to_end(
 ) -> tuple[Answers, dict[str, Path]]:
     """Train or load the ensemble, answer the environment's query set, report and save.
 
-    Writes ``<out>/<env>/<dataset>/results.json`` (setup, timings, every metric),
+    Writes ``<out>/<env>/<dataset>/results.json`` (setup, timings, every metric, the value
+    estimates' own metrics and the calibration of the confidences and intervals),
     ``results.npz`` (member values, predictions, confidences) and ``rcc.png`` (risk-coverage
     curves of EV, PCI and U-PCI). With ``baseline="heuristic"`` nothing is trained: the
     no-model rule answers, and its files go to ``<out>/<env>/heuristic/``.
@@ -93,6 +94,11 @@ def run_end_to_end(
         directory = Path(out) / env_name / dataset_name
     echo("")
     echo(format_metrics(answers))
+    predictor = format_predictor_metrics(answers)
+    if predictor:
+        echo("")
+        echo("  the value estimates alone (DOPE's metrics of the member means):")
+        echo(predictor)
     paths = answers.save(directory, stem="results")
     fig = Figure(figsize=(5.5, 4.2), layout="tight")
     answers.plot_risk_coverage(ax=fig.subplots())
