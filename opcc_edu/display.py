@@ -197,7 +197,7 @@ def _finite(value: Any) -> bool:
         return False
 
 
-def explore(function: Callable[..., Any], /, note: bool = True, **controls: Any) -> Widget:
+def explore(function: Callable[..., Any], /, note: bool = True, draw: bool = True, **controls: Any) -> Widget:
     """Show ``function``'s figure at the controls' defaults, then return its explorer.
 
     The default state is drawn as an ordinary cell output (the static book keeps it); then
@@ -207,6 +207,8 @@ def explore(function: Callable[..., Any], /, note: bool = True, **controls: Any)
     Args:
         function: draws one figure from keyword arguments (it may call ``plt.show()``).
         note: show :data:`EXPLORER_NOTE` between the figure and the controls.
+        draw: draw the default state here; ``False`` where the cell just above already shows
+            that figure.
         **controls: one ipywidgets control (or fixed value, as ``ipywidgets.interactive``
             takes) per keyword argument of ``function``.
 
@@ -232,8 +234,9 @@ def explore(function: Callable[..., Any], /, note: bool = True, **controls: Any)
         plt.show()
 
     explorer = widgets.interactive(redraw, **controls)
-    function(**explorer.kwargs)
-    plt.show()
+    if draw:
+        function(**explorer.kwargs)
+        plt.show()
     if note:
         display(Markdown(EXPLORER_NOTE))
     return explorer

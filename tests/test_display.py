@@ -129,3 +129,40 @@ def test_spans_group_the_header_in_html_only():
     assert str(table).startswith("| env | AURCC ours | AURCC paper |")
     with pytest.raises(ValueError, match="spans must cover the 3 columns"):
         Table(["a", "b", "c"], [], spans=[("x", 2)])
+
+
+def test_query_explorer_draws_its_first_query_and_follows_the_environment(monkeypatch):
+    from opcc_edu.plotting import query_explorer
+    from opcc_edu.queries import load_queries
+
+    monkeypatch.setattr("IPython.display.display", lambda obj: None)
+    sets = {name: load_queries(name) for name in ("maze2d-umaze", "maze2d-open")}
+    plt.close("all")
+    explorer = query_explorer(sets, env_name="maze2d-open")
+    assert len(plt.get_fignums()) == 1, "the first query is drawn once, as an ordinary figure"
+    env, horizon, number = explorer.children[:3]
+    assert env.value == "maze2d-open" and number.max == len(sets["maze2d-open"]) - 1
+    env.value = "maze2d-umaze"
+    assert list(horizon.options) == ["all", *sets["maze2d-umaze"].horizons]
+    assert number.max == len(sets["maze2d-umaze"]) - 1
+    horizon.value = sets["maze2d-umaze"].horizons[0]
+    assert number.max == int((sets["maze2d-umaze"].horizon == horizon.value).sum()) - 1
+    plt.close("all")
+    with pytest.raises(ValueError, match="not one of the query sets"):
+        query_explorer(sets, env_name="hopper")
+    with pytest.raises(ValueError, match="at least one query set"):
+        query_explorer({})
+    with pytest.raises(ValueError, match="one query set only"):
+        query_explorer(sets, policies=[])
+
+
+def test_explore_can_leave_the_default_figure_to_the_cell_above(monkeypatch):
+    import ipywidgets as widgets
+
+    calls = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: None)
+    slider = widgets.IntSlider(value=1, min=1, max=3)
+    explore(lambda n: calls.append(n), draw=False, n=slider)
+    assert calls == []
+    slider.value = 2
+    assert calls == [2]

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .. import experiments as ex
 from ..config import Profile, get_profile
+from ..display import explore
 from ..names import METRICS, TIE_FAIR_METRICS
 from .verdicts import agreement_summary, level_findings, level_titles
 
@@ -244,7 +245,8 @@ def draw_comparison(entry: AblationResults, metric: str = "aurcc", ax: Axes | No
 
 
 def comparison_explorer(sources: Mapping[str, AblationResults]) -> Widget:
-    """Show AURCC of the first results against the paper, and return a picker of metric and results.
+    """Show AURCC of the first results against the paper, and return a picker of metric and results
+    (:func:`opcc_edu.display.explore`: the static page keeps the first figure).
 
     Args:
         sources: results by name (committed profiles, ``"live"``); all of one ablation.
@@ -263,8 +265,7 @@ def comparison_explorer(sources: Mapping[str, AblationResults]) -> Widget:
         draw_comparison(sources[source], metric)
         plt.show()
 
-    show()
-    return widgets.interactive(
+    return explore(
         show,
         metric=widgets.Dropdown(options=list(METRICS), value="aurcc", description="metric"),
         source=widgets.Dropdown(options=list(sources), value=first, description="results"),
@@ -272,7 +273,8 @@ def comparison_explorer(sources: Mapping[str, AblationResults]) -> Widget:
 
 
 def voting_prefix_explorer(values: ex.RunValues) -> Widget:
-    """Show :func:`opcc_edu.plotting.plot_voting_prefix` for the whole ensemble; return a slider over members."""
+    """Show :func:`opcc_edu.plotting.plot_voting_prefix` for the whole ensemble; return a slider over
+    members (:func:`opcc_edu.display.explore`: the static page keeps the first figure)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
@@ -282,6 +284,5 @@ def voting_prefix_explorer(values: ex.RunValues) -> Widget:
         plot_voting_prefix(values, m)
         plt.show()
 
-    show()
     size = values.ensemble_size
-    return widgets.interactive(show, m=widgets.IntSlider(value=size, min=1, max=size, step=1, description="members m"))
+    return explore(show, m=widgets.IntSlider(value=size, min=1, max=size, step=1, description="members m"))

@@ -2,13 +2,13 @@
 
 Every ``plot_*`` function takes ``ax=None`` (or ``axes=None``) and returns what it drew on, so
 figures compose in notebooks. :func:`query_explorer` wraps :func:`plot_query` in an ipywidgets
-picker.
+picker with a static twin (its first query drawn as an ordinary figure).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -371,41 +371,85 @@ def plot_start_frames(queries: Any, index: int, axes: Any = None) -> np.ndarray 
     return axes
 
 
-def query_explorer(queries: Any, policies: Sequence[Any] | None = None, frames: bool = False) -> Widget:
+def query_explorer(
+    queries: Any, policies: Sequence[Any] | None = None, frames: bool = False, env_name: str | None = None
+) -> Widget:
     """An ipywidgets picker over the queries: choose a horizon and a query, see both sides.
 
+    The first query is drawn at once as an ordinary output, the figure a static page keeps
+    (:func:`opcc_edu.display.explore`); the controls redraw below themselves.
+
     Args:
-        queries: a :class:`opcc_edu.queries.QuerySet`.
-        policies: the policies of its levels (default: the shipped ones).
+        queries: a :class:`opcc_edu.queries.QuerySet`, or a mapping of environment names to
+            query sets (the picker then offers an environment too).
+        policies: the policies of its levels (default: the shipped ones; only with one set).
         frames: also show rendered start states (locomotion; needs an OpenGL backend such as
             ``MUJOCO_GL=egl``, silently skipped without one).
+        env_name: with a mapping, the environment shown first (default: the first).
 
     Returns:
         The ``ipywidgets`` widget (display it in a notebook).
+
+    Raises:
+        ValueError: for an empty mapping, an ``env_name`` not in it, or ``policies`` with a mapping.
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    if policies is None:
-        from ..policies import load_policies
+    from ..display import explore
 
-        policies = load_policies(queries.env_name)
-    horizon = widgets.Dropdown(options=["all", *queries.horizons], value="all", description="horizon")
-    number = widgets.IntSlider(value=0, min=0, max=len(queries) - 1, description="query")
+    if isinstance(queries, Mapping):
+        sets = dict(queries)
+        if not sets:
+            raise ValueError("queries must hold at least one query set")
+        if policies is not None:
+            raise ValueError("policies can be given for one query set only (a mapping loads each set's own)")
+        first = next(iter(sets)) if env_name is None else env_name
+        if first not in sets:
+            raise ValueError(f"env_name {env_name!r} is not one of the query sets: {sorted(sets)}")
+    else:
+        first = queries.env_name
+        sets = {first: queries}
+    loaded = {} if policies is None else {first: policies}
 
-    def update_range(change):
-        count = len(queries) if change["new"] == "all" else int((queries.horizon == change["new"]).sum())
-        number.max = count - 1
+    def policies_of(name: str) -> Sequence[Any]:
+        if name not in loaded:
+            from ..policies import load_policies
+
+            loaded[name] = load_policies(name)
+        return loaded[name]
+
+    def rows_of(name: str, h: Any) -> np.ndarray:
+        q = sets[name]
+        return np.arange(len(q)) if h == "all" else np.flatnonzero(q.horizon == h)
+
+    env = widgets.Dropdown(options=list(sets), value=first, description="env")
+    horizon = widgets.Dropdown(options=["all", *sets[first].horizons], value="all", description="horizon")
+    number = widgets.IntSlider(value=0, min=0, max=len(sets[first]) - 1, description="query")
+
+    def update_horizons(change: Any) -> None:
+        horizon.options = ["all", *sets[change["new"]].horizons]
+        horizon.value = "all"
+        update_range(None)
+
+    def update_range(change: Any) -> None:
+        number.max = max(0, len(rows_of(env.value, horizon.value)) - 1)
         number.value = min(number.value, number.max)
 
+    env.observe(update_horizons, names="value")
     horizon.observe(update_range, names="value")
 
-    def show(h, k):
-        rows = np.arange(len(queries)) if h == "all" else np.flatnonzero(queries.horizon == h)
-        if frames and not _get_spec(queries.env_name).is_maze:
-            plot_start_frames(queries, int(rows[k]))
+    def show(name: str, h: Any, k: int) -> None:
+        q = sets[name]
+        rows = rows_of(name, h)
+        if h not in ("all", *q.horizons) or not len(rows):
+            return  # the controls are between two consistent states
+        row = int(rows[min(int(k), len(rows) - 1)])
+        if frames and not _get_spec(name).is_maze:
+            plot_start_frames(q, row)
             plt.show()
-        plot_query(queries, int(rows[k]), policies)
+        plot_query(q, row, policies_of(name))
         plt.show()
 
-    return widgets.interactive(show, h=horizon, k=number)
+    controls = {"name": env} if len(sets) > 1 else {"name": widgets.fixed(first)}
+    return explore(show, **controls, h=horizon, k=number)
