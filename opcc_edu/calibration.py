@@ -455,5 +455,5 @@ def plot_coverage_curve(
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("nominal coverage of the interval")
-    ax.set_ylabel("share of sides whose interval holds the true value")
+    ax.set_ylabel("observed coverage (share of sides)")
     return ax
