@@ -22,7 +22,7 @@ def _choices(parser, dest: str) -> dict:
 def test_every_command_and_build_target_has_help(capsys):
     parser = build_parser()
     commands = _choices(parser, "command")
-    assert set(COMMANDS) == set(commands) == {"info", "run", "mdp-demo", "build", "ablation", "report"}
+    assert set(COMMANDS) == set(commands) == {"info", "run", "mdp-demo", "build", "ablation", "report", "assignments"}
     assert set(_choices(commands["build"], "target")) == {"policies", "queries", "datasets"}
     for words in [[name] for name in commands] + [["build", t] for t in ("policies", "queries", "datasets")]:
         with pytest.raises(SystemExit) as exc:

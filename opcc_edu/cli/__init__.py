@@ -1,7 +1,7 @@
 """The ``opcc-edu`` command line.
 
 Each command group lives in its own module (:mod:`.info`, :mod:`.run`, :mod:`.mdp`,
-:mod:`.build`, :mod:`.ablation`, :mod:`.report`) with a ``register(parser)`` function that adds
+:mod:`.build`, :mod:`.ablation`, :mod:`.report`, :mod:`.assignments`) with a ``register(parser)`` function that adds
 its options and a thin handler calling the library. :data:`COMMANDS` maps command names to
 those modules; only the module of the command being run is imported (``opcc-edu --help`` lists
 the commands without importing any), so one subsystem's import error cannot break another.
@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("build", "regenerate benchmark assets: policies, query sets, datasets"),
     "ablation": ("ablation", "run one of the paper's ablations (train, answer, score; resumable)"),
     "report": ("report", "write every ablation's table (ours next to the paper's) as Markdown or LaTeX"),
+    "assignments": ("assignments", "build the autograded classroom assignments, grade submissions into a CSV"),
 }
 
 _EPILOG = (

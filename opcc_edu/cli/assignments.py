@@ -1,0 +1,139 @@
+"""``opcc-edu assignments``: build the classroom assignments and grade a batch of submissions."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from .options import (
+    UsageError,
+    add_command,
+    add_out,
+    check_output_dir,
+    echo_stderr,
+    non_negative_float,
+    positive_int,
+    progress_of,
+)
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``build`` and ``grade`` subcommands of ``opcc-edu assignments``."""
+    from ..teaching import ASSIGNMENTS, DEFAULT_TIMEOUT
+
+    parser.description = (
+        "Autograded assignments (Otter-Grader). 'build' writes, per assignment, student/ (the notebook to "
+        "hand out, without solutions, and its public tests) and autograder/ (solutions, every test and the "
+        "autograder zip; keep it private). 'grade' grades submitted notebooks and writes one CSV row per "
+        "student and question."
+    )
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", title="actions")
+    sub.required = True
+    names = list(ASSIGNMENTS)
+
+    build = add_command(
+        sub,
+        "build",
+        "write student/ and autograder/ for every assignment (otter assign)",
+        "Run otter assign on each source notebook; write OUT/NAME/student/ (to hand out) and "
+        "OUT/NAME/autograder/ (private: solutions, hidden tests, NAME-autograder.zip).",
+    )
+    add_out(build, "assignments-build", "output directory (default: assignments-build)")
+    build.add_argument(
+        "--assignment",
+        dest="names",
+        action="append",
+        choices=names,
+        metavar="NAME",
+        help=f"build only this assignment (repeatable), of {', '.join(names)}",
+    )
+    build.add_argument("--source", metavar="DIR", default=None, help="folder of the source notebooks")
+    build.add_argument(
+        "--run-tests",
+        action="store_true",
+        help="also execute each solution notebook against every test while building (slower)",
+    )
+    build.set_defaults(handler=_build)
+
+    grade = add_command(
+        sub,
+        "grade",
+        "grade submitted notebooks (otter run, no Docker) into a CSV",
+        "Grade each submission in its own otter run process: one CSV row per student and question "
+        "(student, assignment, question, points, max_points, reason, submission). A submission that is "
+        "not a notebook, fails to run or exceeds --timeout scores 0 on the questions it affects, with "
+        "the reason; the other submissions are graded as usual.",
+    )
+    grade.add_argument("--assignment", required=True, choices=names, metavar="NAME", help=f"one of {', '.join(names)}")
+    grade.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="the students' .ipynb files")
+    grade.add_argument("--out", metavar="CSV", default="grades.csv", help="the grade sheet (default: grades.csv)")
+    grade.add_argument(
+        "--autograder",
+        metavar="ZIP",
+        default=None,
+        help="the autograder zip from 'build' (default: build it from the source notebook first)",
+    )
+    grade.add_argument("--source", metavar="DIR", default=None, help="folder of the source notebooks")
+    grade.add_argument(
+        "--timeout",
+        type=non_negative_float,
+        metavar="SECONDS",
+        default=DEFAULT_TIMEOUT,
+        help=f"time limit per submission; past it the submission scores 0 (default {DEFAULT_TIMEOUT:g})",
+    )
+    grade.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        default=1,
+        help="submissions graded at the same time, one kernel each (default 1)",
+    )
+    grade.set_defaults(handler=_grade)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from ..teaching import build_assignments, require_otter
+
+    require_otter()
+    out = check_output_dir(args.out)
+
+    def report(built) -> None:
+        print(f"{built.name}: hand out {built.student_notebook.parent}/, grade with {built.autograder_zip}")
+
+    build_assignments(out, args.names, args.source, args.run_tests, on_built=report)
+    echo_stderr(f"written to {out}/ (keep each autograder/ folder private: it holds the solutions)")
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from ..teaching import build_assignment, grade_submissions, require_otter
+
+    require_otter()
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give the path of the CSV file to write")
+    check_output_dir(out.parent if str(out.parent) else Path("."), "--out")
+    if args.autograder is not None and not Path(args.autograder).is_file():
+        raise UsageError(f"--autograder {args.autograder}: no such file (build it with 'opcc-edu assignments build')")
+    verbose = progress_of(args)
+
+    def report(rows) -> None:
+        if verbose:
+            got, total = sum(r.points for r in rows), sum(r.max_points for r in rows)
+            reasons = {r.reason for r in rows}
+            note = f"  ({reasons.pop()})" if len(reasons) == 1 and got == 0 else ""
+            echo_stderr(f"{rows[0].student}: {got:g}/{total:g}{note}")
+
+    with tempfile.TemporaryDirectory(prefix="opcc-autograder-") as workdir:
+        zip_path = args.autograder
+        if zip_path is None:
+            zip_path = build_assignment(args.assignment, workdir, args.source).autograder_zip
+        rows = grade_submissions(
+            args.assignment, args.submissions, zip_path, args.timeout, out_csv=out, on_graded=report, jobs=args.jobs
+        )
+    students = len({r.submission for r in rows})
+    echo_stderr(f"{students} submission(s), {len(rows)} rows written to {out}")
+    return 0
