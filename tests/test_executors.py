@@ -238,6 +238,7 @@ def test_local_processes_survive_a_killed_worker_and_match_the_in_process_rows(t
 # --------------------------------------------------------------------------------------------
 # Ray: a local cluster of 2 CPUs
 # --------------------------------------------------------------------------------------------
+@pytest.mark.cluster
 def test_a_local_ray_cluster_gives_the_rows_of_the_local_executor(tmp_path, ray):
     """Four real runs (tiny ensembles trained without the cache) on Ray and in this process."""
     grid = small_grid()
@@ -256,6 +257,7 @@ def test_a_local_ray_cluster_gives_the_rows_of_the_local_executor(tmp_path, ray)
     assert session["runs_completed"] == 4 and "failed_attempts" not in session
 
 
+@pytest.mark.cluster
 def test_a_ray_worker_killed_mid_run_is_retried_and_a_finished_sweep_submits_nothing(tmp_path, ray):
     grid = small_grid()
     victim = grid.runs()[2]
