@@ -40,6 +40,8 @@ LOCOMOTION = ("halfcheetah", "hopper", "walker2d")
 RECIPES = ("paper", "hard")
 DECOMPOSE = 300
 """Queries per set (a fixed, horizon-stratified subset) whose value error is decomposed."""
+SPARSE = 1e-3
+"""A maze patch (0.2 m square) is sparse when it holds at most this share of the dataset."""
 
 
 def _stem(profile: str, env: str, seed: int, recipe: str) -> Path:
@@ -119,6 +121,13 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
                         "shares": dec.shares(),
                         "one_step": {k: np.asarray(v).tolist() for k, v in (dec.one_step or {}).items()},
                         "open_loop": dec.open_loop,
+                        # Where the learned reward is wrong (mazes): the query steps, dataset
+                        # transitions and reward error in patches holding <= 0.1% of the data each.
+                        "sparse_patches": (
+                            dec.reward_map(dataset=data).error_share_in_sparse_patches(SPARSE)
+                            if dec.step_xy is not None
+                            else None
+                        ),
                         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
                     }
                     stem.with_suffix(".json").write_text(json.dumps(meta, indent=1))
@@ -338,6 +347,34 @@ def report(profile: str) -> Path:
             f"{rew_ratio:.2f} | {ol.get('10', float('nan')):.3f} / {ol.get('50', float('nan')):.3f} | "
             f"{np.mean(cold) if cold else float('nan'):.0f} | {np.mean([m['decompose_seconds'] for m in metas]):.0f} |"
         )
+
+    # --- where the learned reward is wrong (mazes) ---------------------------------------------
+    sparse_rows = []
+    for env in envs:
+        for recipe in RECIPES:
+            recorded = [m["sparse_patches"] for m, _ in runs.get((env, recipe), []) if m.get("sparse_patches")]
+            if recorded:
+                keys = ("data_share", "step_share", "error_share")
+                mean = {k: float(np.mean([r[k] for r in recorded])) for k in keys}
+                sparse_rows.append(
+                    f"| {env} | {recipe} | {len(recorded)} | {mean['data_share']:.2%} | {mean['step_share']:.0%} | "
+                    f"{mean['error_share']:.0%} |"
+                )
+    if sparse_rows:
+        lines += [
+            "",
+            "## Where the learned reward is wrong (mazes, decomposed subset)",
+            "",
+            "`ValueErrorDecomposition.reward_map` bins every simulator step of the query trajectories "
+            "into 0.2 m patches by the position the reward is paid for. A patch is sparse when it holds "
+            f"at most {SPARSE:.1%} of the model's dataset. Columns: the sparse patches' share of the "
+            "dataset, of the query steps, and of the total |learned - true reward| (mean over the "
+            "seeds that recorded it).",
+            "",
+            "| environment | queries | seeds | dataset share | query-step share | reward-error share |",
+            "|---|---|---|---|---|---|",
+            *sparse_rows,
+        ]
 
     if held:
         lines += ["", "## What holds the missed targets back", ""]

@@ -125,3 +125,48 @@ def test_true_reward_survives_member_blocks(setup):
     blocks = rollout_values(view, *args, member_block=1, chunk_rows=4, progress=False)
     np.testing.assert_allclose(blocks, whole, atol=1e-9)
     np.testing.assert_array_equal(whole, np.round(whole))  # whole numbers of rewarded steps
+
+
+def test_reward_map_adds_up_to_the_reward_error(setup, dec):
+    data, model, queries, policies = setup
+    rmap = dec.reward_map(dataset=data, bins_per_cell=5)
+    # Every simulator step lands in one patch (the mazes never terminate).
+    assert rmap.steps.sum() == dec.horizon.sum()
+    assert rmap.data_visits.sum() == len(data["next_observations"])
+    # Summed over patches, the step errors are the learned-reward-on-true-states value error,
+    # which decompose_value_error computed on its own from whole trajectories.
+    expected = (dec.model_reward_true_states.mean(1) - dec.true).sum()
+    assert rmap.error_sum.sum() == pytest.approx(expected, rel=1e-6, abs=1e-6)
+    assert np.all(rmap.abs_error_sum >= np.abs(rmap.error_sum) - 1e-9)
+    bias = rmap.bias
+    assert np.all(np.isnan(bias[rmap.steps == 0])) and np.all(np.isfinite(bias[rmap.steps > 0]))
+    everything = rmap.error_share_in_sparse_patches(1.0)
+    assert everything == {"error_share": 1.0, "step_share": 1.0, "data_share": 1.0}
+    nothing = rmap.error_share_in_sparse_patches(0.0)
+    assert nothing["data_share"] == 0.0  # patches with no data at all
+    assert 0.0 <= nothing["error_share"] <= 1.0
+    assert len(rmap.plot().axes) == 4  # two maps and their colour bars
+
+
+def test_reward_map_by_hand_and_bad_input(dec):
+    # One step of error 0.5 near the goal cell's centre lands in the patch that holds that point.
+    one = dataclasses.replace(
+        dec,
+        step_xy=np.array([[[-0.9, 1.1]]]),
+        step_reward=np.array([[1.0]]),
+        step_learned_reward=np.array([[1.5]]),
+    )
+    rmap = one.reward_map(bins_per_cell=2)
+    assert rmap.steps.sum() == 1 and rmap.data_visits is None
+    row, col = np.argwhere(rmap.steps == 1)[0]
+    x0, _, _, y1 = rmap.extent
+    assert x0 + col * 0.5 <= -0.9 < x0 + (col + 1) * 0.5 and y1 - (row + 1) * 0.5 <= 1.1 < y1 - row * 0.5
+    assert rmap.bias[row, col] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="dataset="):
+        rmap.error_share_in_sparse_patches()
+    with pytest.raises(ValueError, match="bins_per_cell"):
+        dec.reward_map(bins_per_cell=0)
+    with pytest.raises(ValueError, match="no positions"):
+        dataclasses.replace(dec, step_xy=None).reward_map()
+    with pytest.raises(ValueError, match="max_data_share"):
+        dec.reward_map(dataset={"next_observations": np.zeros((3, 4))}).error_share_in_sparse_patches(2.0)

@@ -26,6 +26,11 @@ an open-loop rollout that replays the simulator's actions along the query trajec
 
 Every variant is also turned into EV answers, so the table reads directly as "the PCQ loss
 the ensemble would have with a perfect reward / perfect dynamics".
+
+On the mazes it also keeps the reward error *step by step* along the simulator's trajectories,
+so :meth:`ValueErrorDecomposition.reward_map` can say **where** the learned reward is wrong:
+a map of the mean learned-minus-true reward per patch of the maze, beside how often the
+model's dataset visited that patch (:class:`RewardErrorMap`).
 """
 
 from __future__ import annotations
@@ -45,7 +50,13 @@ if TYPE_CHECKING:
     from ..dynamics import DynamicsEnsemble
     from ..queries import QuerySet
 
-__all__ = ["ValueErrorDecomposition", "decompose_value_error", "holdout_indices", "one_step_errors"]
+__all__ = [
+    "RewardErrorMap",
+    "ValueErrorDecomposition",
+    "decompose_value_error",
+    "holdout_indices",
+    "one_step_errors",
+]
 
 OPEN_LOOP_STEPS: tuple[int, ...] = (1, 2, 5, 10, 20, 30, 40, 50)
 """Steps at which :func:`decompose_value_error` reports the open-loop prediction error."""
@@ -114,6 +125,90 @@ def _with_true_reward(model: DynamicsEnsemble) -> DynamicsEnsemble:
 
 
 @dataclasses.dataclass
+class RewardErrorMap:
+    """The learned reward's error per patch of a maze (:meth:`ValueErrorDecomposition.reward_map`).
+
+    Arrays are (rows, cols) over the maze with row 0 at the top, as
+    :func:`opcc_edu.datasets.coverage.visitation_histogram`; ``imshow(a, extent=extent)``
+    draws them in the environment's frame.
+    """
+
+    env_name: str
+    extent: tuple[float, float, float, float]
+    steps: np.ndarray
+    """Query-trajectory steps that ended in each patch (count)."""
+    error_sum: np.ndarray
+    """Sum over those steps of learned minus true reward."""
+    abs_error_sum: np.ndarray
+    """Sum over those steps of |learned minus true reward|."""
+    data_visits: np.ndarray | None
+    """Dataset transitions that ended in each patch (None: no dataset given)."""
+
+    @property
+    def bias(self) -> np.ndarray:
+        """Mean learned minus true reward per patch (NaN where no query step ended)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.steps > 0, self.error_sum / np.maximum(self.steps, 1), np.nan)
+
+    def error_share_in_sparse_patches(self, max_data_share: float = 1e-3) -> dict[str, float]:
+        """How much of the reward error lies where the dataset hardly went.
+
+        Args:
+            max_data_share: a patch is *sparse* when it holds at most this fraction of the
+                dataset's transitions.
+
+        Returns:
+            ``{"error_share": share of the total |reward error| in sparse patches,
+            "step_share": share of the query steps there, "data_share": share of the dataset
+            there}``.
+
+        Raises:
+            ValueError: without data visits, or for a share outside [0, 1].
+        """
+        if self.data_visits is None:
+            raise ValueError("this map has no data visits; pass dataset= to reward_map()")
+        if not 0.0 <= float(max_data_share) <= 1.0:
+            raise ValueError(f"max_data_share must lie in [0, 1], got {max_data_share!r}")
+        total_data = max(float(self.data_visits.sum()), 1.0)
+        sparse = self.data_visits / total_data <= float(max_data_share)
+        total_error = float(self.abs_error_sum.sum())
+        return {
+            "error_share": float(self.abs_error_sum[sparse].sum() / total_error) if total_error > 0 else 0.0,
+            "step_share": float(self.steps[sparse].sum() / max(float(self.steps.sum()), 1.0)),
+            "data_share": float(self.data_visits[sparse].sum() / total_data),
+        }
+
+    def plot(self, fig: Figure | None = None) -> Figure:
+        """The mean reward error per patch where queries go, beside the dataset's visits."""
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import LogNorm, TwoSlopeNorm
+
+        from ..plotting.benchmark import draw_maze
+
+        panels = 2 if self.data_visits is not None else 1
+        fig = fig or plt.figure(figsize=(5.2 * panels, 4.4), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, panels))
+        bias = np.ma.masked_invalid(self.bias)
+        limit = max(float(np.nanmax(np.abs(self.bias))) if np.isfinite(self.bias).any() else 0.0, 1e-6)
+        for ax in axes:
+            draw_maze(self.env_name, ax=ax)
+            for patch in [p for p in ax.patches if p.get_label() == "goal region"]:  # an outline above the map
+                patch.set(facecolor="none", edgecolor="black", linestyle="--", zorder=3)
+        image = axes[0].imshow(
+            bias, extent=self.extent, origin="upper", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -limit, limit), zorder=2
+        )
+        fig.colorbar(image, ax=axes[0], label="learned - true reward (per step)")
+        axes[0].set_title("reward error where the queries go")
+        if self.data_visits is not None:
+            shown = np.ma.masked_equal(self.data_visits, 0)
+            norm = LogNorm(vmin=1, vmax=max(2.0, float(self.data_visits.max())))
+            image = axes[1].imshow(shown, extent=self.extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
+            fig.colorbar(image, ax=axes[1], label="dataset transitions per patch (count)")
+            axes[1].set_title("where the dataset went")
+        return fig
+
+
+@dataclasses.dataclass
 class ValueErrorDecomposition:
     """Values of every query side under every mix of learned and true parts (2N sides)."""
 
@@ -136,6 +231,12 @@ class ValueErrorDecomposition:
     """:func:`one_step_errors` on the held-out transitions (None without a dataset)."""
     open_loop: dict[int, float]
     """Step -> mean absolute observation error of the ensemble mean replaying true actions."""
+    step_xy: np.ndarray | None = None
+    """(2N, H, 2) position after each simulator step (mazes; NaN past a side's horizon)."""
+    step_reward: np.ndarray | None = None
+    """(2N, H) the simulator's reward of each step (mazes; NaN past a side's horizon)."""
+    step_learned_reward: np.ndarray | None = None
+    """(2N, H) the members' mean learned (clipped) reward for the same steps (mazes)."""
 
     # ------------------------------------------------------------------------------------
     def _variants(self) -> dict[str, np.ndarray]:
@@ -200,6 +301,39 @@ class ValueErrorDecomposition:
             "reward": float(np.abs(reward).mean()),
             "dynamics": float(np.abs(dynamics).mean()),
         }
+
+    def reward_map(self, dataset: Mapping[str, np.ndarray] | None = None, bins_per_cell: int = 5) -> RewardErrorMap:
+        """Where in the maze the learned reward is wrong, along the simulator's trajectories.
+
+        Args:
+            dataset: the model's training data; its ``next_observations`` (where each of its
+                rewards was paid) give the data visits per patch. None: no visit counts.
+            bins_per_cell: patches per maze cell and axis (5: 0.2 m patches).
+
+        Returns:
+            A :class:`RewardErrorMap`.
+
+        Raises:
+            ValueError: for a locomotion environment (no positions to map).
+        """
+        from ..datasets.coverage import visitation_histogram
+
+        if self.step_xy is None or self.step_reward is None or self.step_learned_reward is None:
+            raise ValueError(f"a reward map needs a maze; {self.env_name!r} has no positions to map")
+        bins_per_cell = int(bins_per_cell)
+        if bins_per_cell < 1:
+            raise ValueError(f"bins_per_cell must be a positive integer, got {bins_per_cell!r}")
+        ok = np.isfinite(self.step_reward)
+        xy = self.step_xy[ok]
+        err = self.step_learned_reward[ok] - self.step_reward[ok]
+        steps, extent = visitation_histogram({"observations": xy}, self.env_name, bins_per_cell)
+        error, _ = visitation_histogram({"observations": xy}, self.env_name, bins_per_cell, weights=err)
+        abs_error, _ = visitation_histogram({"observations": xy}, self.env_name, bins_per_cell, weights=np.abs(err))
+        data = None
+        if dataset is not None:
+            positions = {"observations": np.asarray(dataset["next_observations"])}
+            data, _ = visitation_histogram(positions, self.env_name, bins_per_cell)
+        return RewardErrorMap(self.env_name, extent, steps, error, abs_error, data)
 
     def plot(self, fig: Figure | None = None) -> Figure:
         """Two panels: value error by horizon per variant, and open-loop error by step."""
@@ -290,6 +424,14 @@ def decompose_value_error(
             reward[:, s : s + 8192] = r.cpu().double().numpy()
     reward = reward.reshape(m, rows, steps)
     learned_on_true = np.where(valid[None], reward, 0.0).sum(-1).T
+    step_maps: dict[str, np.ndarray] = {}
+    if spec.is_maze:
+        # The maze reward is paid on the position after the step; keep the error step by step.
+        step_maps = {
+            "step_xy": np.where(valid[..., None], trajectories.observations[:, 1:, :2], np.nan),
+            "step_reward": np.where(valid, trajectories.rewards, np.nan),
+            "step_learned_reward": np.where(valid, reward.mean(0), np.nan),
+        }
 
     true_on_model = None
     if spec.is_maze:
@@ -326,4 +468,5 @@ def decompose_value_error(
         true_reward_model_states=true_on_model,
         one_step=one_step,
         open_loop=open_loop,
+        **step_maps,
     )

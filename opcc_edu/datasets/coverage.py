@@ -256,9 +256,15 @@ def plot_query_distances(
 
 
 def visitation_histogram(
-    data: Mapping[str, np.ndarray], env_name: str, bins_per_cell: int = 8
+    data: Mapping[str, np.ndarray], env_name: str, bins_per_cell: int = 8, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, tuple[float, float, float, float]]:
     """2-D histogram of a maze dataset's visited (x, y) positions.
+
+    Args:
+        data: ``observations`` (T, D), x and y first.
+        env_name: the maze.
+        bins_per_cell: bins per maze cell and axis.
+        weights: (T,) weight of each position (default: 1 each, a count).
 
     Returns:
         ``(counts (rows * bins_per_cell, cols * bins_per_cell), extent)`` with row 0 at the top
@@ -273,8 +279,10 @@ def visitation_histogram(
     x0, x1, y0, y1 = geometry.extent()
     h, w = geometry.shape
     xy = np.asarray(data["observations"])[:, :2]
+    if weights is not None and np.shape(weights) != (len(xy),):
+        raise ValueError(f"weights must have shape ({len(xy)},), one per position, got {np.shape(weights)}")
     counts, _, _ = np.histogram2d(
-        xy[:, 1], xy[:, 0], bins=(h * bins_per_cell, w * bins_per_cell), range=((y0, y1), (x0, x1))
+        xy[:, 1], xy[:, 0], bins=(h * bins_per_cell, w * bins_per_cell), range=((y0, y1), (x0, x1)), weights=weights
     )
     return counts[::-1], (x0, x1, y0, y1)
 
