@@ -121,7 +121,8 @@ def plot_value_scatter(
     Args:
         queries: a :class:`opcc_edu.queries.QuerySet`.
         horizons: horizons to show (default: all present).
-        axes: a sequence of Axes, one per horizon (default: a new row of panels).
+        axes: a sequence of Axes, one per horizon (default: a new figure of at most three
+            panels a row; a panel left over holds the legend).
         max_points: draw at most this many points per panel (a random subset).
         seed: seeds that subset.
 
@@ -131,10 +132,15 @@ def plot_value_scatter(
     import matplotlib.pyplot as plt
 
     horizons = list(queries.horizons if horizons is None else horizons)
-    if axes is None:
-        size = figure_size(columns=len(horizons), panel_aspect=1.15)
-        _, axes = plt.subplots(1, len(horizons), figsize=size, squeeze=False, layout="constrained")
-        axes = axes[0]
+    spare: list[Any] = []
+    if axes is None:  # at most three panels a row, so that text keeps its size at page width
+        columns = min(3, max(1, len(horizons)))
+        rows = -(-len(horizons) // columns)
+        size = figure_size(columns=columns, rows=rows, panel_aspect=1.0)
+        _, grid = plt.subplots(rows, columns, figsize=size, squeeze=False, layout="constrained")
+        axes, spare = grid.ravel()[: len(horizons)], list(grid.ravel()[len(horizons) :])
+        for ax in spare:
+            ax.axis("off")
     axes = np.atleast_1d(np.asarray(axes, dtype=object))
     if len(axes) != len(horizons):
         raise ValueError(f"axes must hold one Axes per horizon ({len(horizons)}), got {len(axes)}")
@@ -168,8 +174,13 @@ def plot_value_scatter(
         ax.set_aspect("equal")
         ax.set_title(f"h = {h} ({len(sub)} queries)")
         ax.set_xlabel(f"$V^{{\\pi}}(s, h)$ ({unit})")
-    axes[0].set_ylabel(f"$V^{{\\hat\\pi}}(\\hat s, h)$ ({unit})")
-    axes[0].legend(loc="upper left", markerscale=2)
+        spec = ax.get_subplotspec()
+        if spec is None or spec.is_first_col():
+            ax.set_ylabel(f"$V^{{\\hat\\pi}}(\\hat s, h)$ ({unit})")
+    if spare:  # the legend gets a panel of its own
+        spare[0].legend(*axes[0].get_legend_handles_labels(), loc="center", markerscale=2)
+    else:
+        axes[0].legend(loc="upper left", markerscale=2)
     return axes
 
 
@@ -256,6 +267,7 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
 
     spec = _get_spec(queries.env_name)
     n_axes = 2 if spec.is_maze else 3
+    own_figure = axes is None
     if axes is None:
         _, axes = plt.subplots(1, n_axes, figsize=figure_size(columns=n_axes, panel_aspect=0.86), layout="constrained")
     axes = np.atleast_1d(np.asarray(axes, dtype=object))
@@ -288,7 +300,6 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
             axes[1].plot(steps[valid[row]], states[valid[row], 1], color=SIDE_COLORS[side])
         axes[0].set_xlabel("step")
         axes[0].set_ylabel("root x position (m)")
-        axes[0].legend()
         axes[1].set_xlabel("step")
         axes[1].set_ylabel("root height (m)" if spec.name != "halfcheetah" else "root z (m)")
         reward_ax = axes[2]
@@ -300,8 +311,12 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
     reward_ax.set_ylabel(f"cumulative reward ({_value_unit(queries.env_name)})")
     answer = "V_a < V_b" if queries.target[i] else "V_a > V_b"
     form = "same start state" if queries.same_state[i] else "two start states"
-    reward_ax.set_title(f"query {i}: h = {h}, {form}, {answer}")
-    reward_ax.legend()
+    title = f"query {i}: h = {h}, {form}, {answer}"
+    if own_figure:  # the whole figure's title: one panel is too narrow for it
+        reward_ax.figure.suptitle(title)
+    else:
+        reward_ax.set_title(title)
+    reward_ax.legend(loc="upper left")
     return axes
 
 
