@@ -10,4 +10,6 @@ import tempfile
 
 os.environ.setdefault("OPCC_EDU_PROFILE", "tiny")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Hidden check cells run in the test suite; a reader's notebook skips them (opcc_edu.display).
+os.environ.setdefault("OPCC_EDU_CHECKS", "1")
 os.environ.setdefault("OPCC_EDU_CACHE", os.path.join(tempfile.gettempdir(), "opcc_edu_test_cache"))

@@ -7,19 +7,29 @@
 * :func:`explore` -- an ipywidgets explorer with a static twin: the figure of its default
   state is drawn as an ordinary output, which the static book keeps, followed by a one-line
   note and the controls, which move only in a running notebook.
+* :func:`skip_hidden_checks` -- a chapter's hidden checks (cells whose first line is
+  :data:`CHECK_MARKER`) run in the test suite and are skipped in a reader's notebook.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ipywidgets import Widget
 
-__all__ = ["Table", "explore", "EXPLORER_NOTE"]
+__all__ = ["Table", "explore", "skip_hidden_checks", "CHECK_MARKER", "CHECKS_VARIABLE", "EXPLORER_NOTE"]
+
+#: First line of a hidden check cell: the chapter asserts a fact it teaches (a regression fails
+#: the test suite); a reader's notebook skips the cell.
+CHECK_MARKER = "# hidden check: runs in the test suite only"
+
+#: The environment variable that makes hidden checks run (the test suite and CI set it to 1).
+CHECKS_VARIABLE = "OPCC_EDU_CHECKS"
 
 #: The line shown between an explorer's static figure and its controls.
 EXPLORER_NOTE = (
@@ -240,3 +250,37 @@ def explore(function: Callable[..., Any], /, note: bool = True, draw: bool = Tru
     if note:
         display(Markdown(EXPLORER_NOTE))
     return explorer
+
+
+def _skip_check_cells(lines: list[str]) -> list[str]:
+    if lines and lines[0].startswith(CHECK_MARKER):
+        return [f"pass  # hidden check skipped (set {CHECKS_VARIABLE}=1 to run it)\n"]
+    return lines
+
+
+def skip_hidden_checks(shell: Any = None) -> bool:
+    """Make the running IPython kernel skip cells whose first line is :data:`CHECK_MARKER`,
+    unless ``$OPCC_EDU_CHECKS`` is ``1`` (the test suite and the CI book build).
+
+    Every chapter calls it in its first cell, so a reader on Colab or in Jupyter does not run
+    the checks that guard the book against regressions.
+
+    Args:
+        shell: the IPython shell (default: the running one).
+
+    Returns:
+        Whether checks are skipped (``False`` also outside IPython).
+    """
+    if os.environ.get(CHECKS_VARIABLE) == "1":
+        return False
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+    if _skip_check_cells not in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.append(_skip_check_cells)
+    return True

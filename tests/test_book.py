@@ -1,9 +1,11 @@
 """Book hygiene: every chapter is stored stripped, listed in the TOC and follows the standard."""
 
+import importlib.util
 import json
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
@@ -47,16 +49,33 @@ def test_outputs_are_stripped(path):
             assert cell.get("execution_count") is None, f"{path.name} has execution counts"
 
 
+def _sync_module():
+    spec = importlib.util.spec_from_file_location("sync_colab", ROOT / "scripts" / "sync_colab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Chapters whose Colab cell still has the earlier form (first cell, above the title); bring
+#: each up to date with ``python scripts/sync_colab.py book/<chapter>.ipynb`` and remove it here.
+COLAB_CELL_NOT_YET_SYNCED = {"assignment_confidence.ipynb", "predictor_and_calibration.ipynb"}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_cell_installs_on_colab_from_the_configured_repository(path):
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    url = config["repository"]["url"]
-    first = _load(path)["cells"][0]
-    source = "".join(first["source"])
-    assert first["cell_type"] == "code"
-    assert "hide-output" in first.get("metadata", {}).get("tags", [])
-    assert '"google.colab" in sys.modules' in source
-    assert f"git+{url}" in source, f"{path.name}: install URL must be {url} (from _config.yml)"
+def test_colab_cell_is_written_from_the_configured_repository(path):
+    sync = _sync_module()
+    url, ref = sync.repository(ROOT / "_config.yml")
+    if path.name in COLAB_CELL_NOT_YET_SYNCED:
+        first = _load(path)["cells"][0]
+        assert '"google.colab" in sys.modules' in "".join(first["source"]) and f"git+{url}" in "".join(first["source"])
+        return
+    fresh = json.loads(nbformat.writes(sync.sync_notebook(path, url, ref)))
+    remedy = "run: python scripts/sync_colab.py"
+    assert fresh == _load(path), f"{path.name}: the Colab cell or a hidden-check marker is out of date; {remedy}"
+    cells = nbformat.read(path, as_version=4).cells
+    install = next(i for i, c in enumerate(cells) if sync.is_install_cell(c))
+    assert cells[install - 1].cell_type == "markdown" and cells[install - 1].source.startswith("# ")
+    assert cells[install].metadata.tags == ["remove-cell"], "the install cell is not shown on the page"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -98,7 +117,9 @@ _PUNCTUATION_ONLY = re.compile(r"^[\W_]*$")
 
 
 def _code_cells(path):
-    return ["".join(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "code"]
+    """A chapter's code cells but its Colab cell (written by scripts/sync_colab.py, the same in all)."""
+    sources = ("".join(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "code")
+    return [source for source in sources if '"google.colab" in sys.modules' not in source]
 
 
 def defined_functions(path):
