@@ -1,14 +1,21 @@
-"""Grading helpers for the book's assignments: check a student's confidence function and score it.
+"""Helpers of the classroom assignments: check a student's confidence function and score it.
 
 A confidence function has the signature of :data:`opcc_edu.confidence.CONFIDENCE_FUNCTIONS`:
 ``fn(values_a (N, M), values_b (N, M)) -> (prediction (N,), confidence (N,))`` with prediction 1
 meaning ``V_a < V_b``. :func:`grade_confidence_function` checks the contract with messages a
 student can act on, then scores the function next to reference confidences on the same values.
+
+The "design a confidence function" assignment (graded with Otter-Grader, see
+:mod:`opcc_edu.teaching`) splits one maze's queries in two with :func:`design_task_data`: the
+student tunes on the ``tuning`` half and is graded on the ``held_out`` half, which the student
+notebook never loads, against the baselines' :func:`baseline_selective_gains` on that half.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -119,3 +126,80 @@ def grade_confidence_function(
     frame = pd.DataFrame(rows).T
     frame.index.name = "confidence function"
     return frame
+
+
+# --------------------------------------------------------------------------------------------
+# The design assignment's data: a tuning half and a held-out half of one maze's queries
+# --------------------------------------------------------------------------------------------
+#: Environment of the design assignment (its ensemble trains in seconds at the tiny profile).
+DESIGN_ENV = "maze2d-umaze"
+
+#: The two halves of its queries: what the student tunes on, and what grades the student.
+DESIGN_SPLITS: tuple[str, ...] = ("tuning", "held_out")
+
+
+@dataclass(frozen=True)
+class DesignTaskData:
+    """One half of the design assignment's queries.
+
+    Attributes:
+        values_a: (N, M) member value estimates of side a.
+        values_b: (N, M) member value estimates of side b.
+        target: (N,) true answers (1 iff V_a < V_b).
+        split: ``"tuning"`` or ``"held_out"``.
+    """
+
+    values_a: np.ndarray
+    values_b: np.ndarray
+    target: np.ndarray
+    split: str
+
+
+@functools.lru_cache(maxsize=4)
+def _design_answers(profile: str, progress: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from .baselines import answer_queries
+    from .config import use_profile
+
+    with use_profile(profile):
+        answers = answer_queries(DESIGN_ENV, progress=progress)
+    return answers.values_a, answers.values_b, np.asarray(answers.target)
+
+
+def design_task_data(split: str = "tuning", seed: int = 0, progress: bool = False) -> DesignTaskData:
+    """The ensemble values of one half of :data:`DESIGN_ENV`'s queries at the active profile.
+
+    The queries are answered by :func:`opcc_edu.baselines.answer_queries` (trained once, then
+    cached) and split in two halves by a permutation drawn with ``seed``.
+
+    Args:
+        split: ``"tuning"`` or ``"held_out"``.
+        seed: seed of the split (the same on both calls, so the halves are disjoint).
+        progress: show progress bars while the ensemble trains.
+
+    Returns:
+        :class:`DesignTaskData` (fresh arrays: the caller may modify them).
+    """
+    from .config import get_profile
+
+    check_choice(split, DESIGN_SPLITS, "split")
+    values_a, values_b, target = _design_answers(get_profile().name, bool(progress))
+    order = np.random.default_rng(seed).permutation(len(target))
+    half = order[: len(target) // 2] if split == "tuning" else order[len(target) // 2 :]
+    rows = np.sort(half)
+    return DesignTaskData(values_a[rows].copy(), values_b[rows].copy(), target[rows].copy(), split)
+
+
+def baseline_selective_gains(values_a: Any, values_b: Any, target: Any) -> dict[str, float]:
+    """Tie-fair selective gain (:func:`opcc_edu.metrics.selective_gain`) of EV, PCI and U-PCI.
+
+    Returns:
+        ``{"EV": ..., "PCI": ..., "U-PCI": ...}``: 0 is a confidence that knows nothing (ties
+        earn nothing), 1 a perfect ordering of right before wrong answers.
+    """
+    from .metrics import selective_gain
+
+    gains = {}
+    for name in ("ev", "pci", "upci"):
+        prediction, confidence = CONFIDENCE_FUNCTIONS[name](values_a, values_b)
+        gains[CONFIDENCE_NAMES[name]] = float(selective_gain(prediction, target, confidence))
+    return gains
