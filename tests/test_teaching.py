@@ -230,3 +230,12 @@ def test_bad_arguments_name_the_choices(tmp_path):
 def test_student_id_uses_the_folder_when_the_file_is_named_after_the_assignment():
     assert student_id("subs/alice/design_confidence.ipynb", "design_confidence") == "alice"
     assert student_id("subs/bob_design.ipynb", "design_confidence") == "bob_design"
+
+
+def test_without_otter_the_command_names_the_teach_extra(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "otter", None)  # `import otter` now raises ImportError
+    assert main(["assignments", "build", "--out", str(tmp_path)]) == 2
+    assert 'pip install "opcc_edu[teach]"' in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -30,6 +30,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "data": ("h5py",),
     "cluster": ("ray",),
     "book": ("jupyter_book", "myst_nb", "sphinx_exercise", "sphinx_togglebutton"),
+    "teach": ("otter",),
 }
 _MODULE_TO_EXTRA = {module: extra for extra, modules in EXTRAS.items() for module in modules}
 
