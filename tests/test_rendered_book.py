@@ -12,9 +12,10 @@ its ``html`` folder. For every chapter page found:
 
 * no raw Markdown table (a line such as ``|---|---|``) in the text;
 * no stderr output and no warning text in any cell output;
-* every cell whose code draws a figure shows an image;
+* every cell whose code draws a figure shows an image, no wider than the page (so that its
+  text keeps the style's 9 pt);
 * every widget output has a static image in the same cell or an adjacent one;
-* every link to another file of the book resolves.
+* every link to another file of the book resolves, and MathJax comes from the book's own files.
 
 :func:`test_pages_in_a_browser` opens one page per part of the book in headless Chromium
 (selenium and the system's ``chromium``/``chromedriver``): no JavaScript errors, every image
@@ -31,6 +32,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 import yaml
+
+from opcc_edu.plotting import MIN_FONT_SIZE
 
 bs4 = pytest.importorskip("bs4", reason="beautifulsoup4 reads the built HTML")
 
@@ -49,6 +52,10 @@ PLOTTING = re.compile(
 #: Figures drawn only where an OpenGL backend exists (skipped, with a printed note, elsewhere).
 NEEDS_OPENGL = re.compile(r"render_states|plot_start_frames")
 WIDGET = "application/vnd.jupyter.widget-view+json"
+#: Widest figure, in image pixels, that the page shows without shrinking its 9 pt text below 9 pt:
+#: the book's output column is 692 CSS px wide at a 1300 px window; at figure.dpi = 100 a 9 pt
+#: label is 12.5 px tall, and 12 px is 9 pt on screen, so 692 / (12 / 12.5) = 720.
+MAX_FIGURE_PIXELS = 720
 #: Console errors of the book toolchain, not of the book: sphinx-thebe 0.3 adds its configuration
 #: script to a page more than once (``const THEBE_JS_URL`` declared twice), and the theme logs
 #: an empty stored colour mode as an error on a first visit.
@@ -146,6 +153,26 @@ def test_every_plotting_cell_shows_an_image(entry):
 
 @needs_book
 @pytest.mark.parametrize("entry", sorted(PAGES), ids=lambda e: Path(e).name)
+def test_figures_fit_the_page_so_their_text_keeps_its_size(entry):
+    from PIL import Image
+
+    page = PAGES[entry]
+    too_wide = []
+    for cell in _cells(_soup(page)):
+        for image in (img for out in _outputs(cell) for img in out.find_all("img")):
+            path = page.parent / unquote(image.get("src", ""))
+            if path.suffix.lower() in (".png", ".jpg", ".jpeg") and path.is_file():
+                with Image.open(path) as picture:
+                    if picture.width > MAX_FIGURE_PIXELS:
+                        too_wide.append((_code(cell).strip().splitlines()[:1], picture.width))
+    assert not too_wide, (
+        f"{entry}: figures wider than the page ({MAX_FIGURE_PIXELS} px), so shrunk with their text below "
+        f"{MIN_FONT_SIZE:g} pt; size them with opcc_edu.plotting.figure_size: {too_wide[:3]}"
+    )
+
+
+@needs_book
+@pytest.mark.parametrize("entry", sorted(PAGES), ids=lambda e: Path(e).name)
 def test_every_widget_has_a_static_image_nearby(entry):
     cells = _cells(_soup(PAGES[entry]))
     for i, cell in enumerate(cells):
@@ -162,7 +189,7 @@ def test_internal_links_resolve(entry):
     page = PAGES[entry]
     soup = _soup(page)
     broken = []
-    for tag, attribute in (("a", "href"), ("img", "src")):
+    for tag, attribute in (("a", "href"), ("img", "src"), ("script", "src"), ("link", "href")):
         for node in soup.find_all(tag):
             target = node.get(attribute)
             if not target:
@@ -173,6 +200,8 @@ def test_internal_links_resolve(entry):
             if not (page.parent / unquote(parsed.path)).exists():
                 broken.append(target)
     assert not broken, f"{entry}: links to missing files: {sorted(set(broken))[:5]}"
+    mathjax = [node["src"] for node in soup.find_all("script", src=True) if "tex-mml-chtml" in node["src"]]
+    assert all(not urlparse(src).scheme for src in mathjax), f"{entry}: MathJax from outside the book: {mathjax}"
 
 
 def test_checks_find_what_they_look_for():
