@@ -9,6 +9,8 @@ read the same two values. Publishing means setting them and running::
 
 For each chapter under ``book/`` this
 
+* puts a Colab badge below the title (:func:`colab_address`, the same address as the page's
+  launch button);
 * puts the install cell right below the title cell, tagged ``remove-cell`` (the page does not
   show it), with the source of :func:`install_cell_source`: on Colab it fetches the repository
   at the configured revision (git checks every object against its hash, so a commit id pins the
@@ -47,9 +49,25 @@ def repository(config_path: Path = ROOT / "_config.yml") -> tuple[str, str]:
 
 def colab_url(chapter: str, config_path: Path = ROOT / "_config.yml") -> str:
     """The Colab address of a chapter (``book/<chapter>.ipynb``) at the configured revision."""
-    url, ref = repository(config_path)
+    return colab_address(*repository(config_path), chapter)
+
+
+def colab_address(url: str, ref: str, chapter: str) -> str:
     path = url.removeprefix("https://github.com/")
     return f"https://colab.research.google.com/github/{path}/blob/{ref}/book/{chapter}.ipynb"
+
+
+BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+
+
+def with_badge(title_source: str, address: str) -> str:
+    """The title cell with one Colab badge line right below its heading."""
+    lines = [line for line in title_source.split("\n") if not line.startswith(BADGE)]
+    heading = next(i for i, line in enumerate(lines) if line.startswith("# "))
+    rest = lines[heading + 1 :]
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    return "\n".join([*lines[: heading + 1], "", f"{BADGE}({address})", *([""] + rest if rest else [])])
 
 
 def install_cell_source(url: str, ref: str) -> str:
@@ -135,6 +153,7 @@ def sync_notebook(path: Path, url: str, ref: str) -> nbformat.NotebookNode:
     )
     if title is None:
         raise ValueError(f"{path}: no title cell (a markdown cell starting with '# ')")
+    cells[title].source = with_badge(cells[title].source, colab_address(url, ref, path.stem))
     cells.insert(title + 1, install)
     for i, cell in enumerate(cells):
         marked = cell.cell_type == "code" and cell.source.startswith(CHECK_MARKER + "\n")

@@ -110,3 +110,13 @@ def test_readme_colab_badge_and_address_use_the_configured_repository(sync):
     badge_target = sync.colab_url("intro")
     assert f"colab-badge.svg)]({badge_target})" in readme
     assert badge_target.replace("/intro.ipynb", "/<chapter>.ipynb") in readme
+
+
+def test_title_cell_gets_one_colab_badge(sync, tmp_path):
+    title = nbformat.v4.new_markdown_cell("# Title\n\n**What you will learn.** text")
+    path = _chapter(tmp_path, [title, nbformat.v4.new_code_cell("x = 1")])
+    nb = sync.sync_notebook(path, "https://github.com/someone/book", "v2")
+    address = "https://colab.research.google.com/github/someone/book/blob/v2/book/chapter.ipynb"
+    assert nb.cells[0].source == f"# Title\n\n{sync.BADGE}({address})\n\n**What you will learn.** text"
+    again = sync.sync_notebook(_chapter(tmp_path, nb.cells), "https://github.com/someone/book", "v3")
+    assert again.cells[0].source.count(sync.BADGE) == 1 and "/blob/v3/" in again.cells[0].source
