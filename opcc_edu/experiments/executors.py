@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import contextlib
 import dataclasses
 import datetime as _dt
 import os
@@ -85,6 +86,9 @@ class RunTask:
     """Return the (N, M) member values, for ``values/<run>.npz``."""
     threads: int | None = None
     """torch threads of the worker process (``None``: leave as they are)."""
+    in_worker: bool = False
+    """Computed in a worker process: make ``profile`` the active profile there (a worker may
+    have been started with other settings); in the driver's own process nothing changes."""
 
 
 @dataclasses.dataclass
@@ -146,8 +150,8 @@ def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
 def compute_run(task: RunTask) -> RunOutcome:
     """Answer and score one run; writes nothing in the results directory (the worker's job).
 
-    The answer function sees ``task.profile`` as the active profile, as it would in the
-    driver, so a worker process started with another environment computes the same run.
+    In a worker process the answer function sees ``task.profile`` as the active profile, as
+    it would in the driver, so a worker started with other settings computes the same run.
     """
     from ..config import use_profile
 
@@ -155,9 +159,12 @@ def compute_run(task: RunTask) -> RunOutcome:
         import torch
 
         torch.set_num_threads(int(task.threads))
+    from ..config import PROFILES
+
     start = time.perf_counter()
     run = task.run
-    with use_profile(task.profile.name):
+    registered = task.in_worker and PROFILES.get(task.profile.name) == task.profile
+    with use_profile(task.profile.name) if registered else contextlib.nullcontext():
         values = task.answer_fn(run, task.progress)
     base = {
         "environment": run.environment,
@@ -299,7 +306,11 @@ class SerialExecutor(Executor):
 # Local worker processes
 # --------------------------------------------------------------------------------------------
 def _worker_main(connection: Any, threads: int | None) -> None:
-    """Loop of a worker process: receive a packed task, send back its result; None stops."""
+    """Loop of a worker process: receive a packed task, send back its result; None stops.
+
+    Ctrl-C is the driver's to handle (it stops the workers); a worker ignores it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if threads is not None:
         import torch
 
@@ -362,7 +373,8 @@ class ProcessExecutor(Executor):
 
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
-        process = context.Process(target=_worker_main, args=(child, self.threads), daemon=True)
+        # not a daemon: an answer function may start processes of its own; close() stops it
+        process = context.Process(target=_worker_main, args=(child, self.threads), daemon=False)
         process.start()
         child.close()
         worker = _Worker(process, parent)
@@ -370,7 +382,7 @@ class ProcessExecutor(Executor):
         return worker
 
     def _submit(self, key: str, task: RunTask) -> None:
-        payload = _pack(dataclasses.replace(task, progress=False, threads=None))
+        payload = _pack(dataclasses.replace(task, progress=False, threads=None, in_worker=True))
         idle = [w for w in self._workers if w.key is None]
         worker = idle[0] if idle else self._start_worker()
         worker.key = key
@@ -511,7 +523,7 @@ class RayExecutor(Executor):
     def _submit(self, key: str, task: RunTask) -> None:
         self.start()
         threads = max(1, int(self.cpus_per_run))
-        payload = _pack(dataclasses.replace(task, progress=False, threads=threads))
+        payload = _pack(dataclasses.replace(task, progress=False, threads=threads, in_worker=True))
         self._refs[self._remote.remote(payload)] = key
 
     def wait(self) -> tuple[str, RunOutcome | None, str, str, BaseException | None]:
