@@ -153,12 +153,29 @@ def test_a_failing_run_is_retried_and_never_stops_the_others(tmp_path):
         (broken, 1),
         (broken, 2),
     ]
+    assert f"ValueError: no data for {broken}" in session["failed_attempts"][-1]["traceback"]
+    assert f"their tracebacks are in {tmp_path / 'meta.json'}" in str(error.value)
     # the next call runs only what is missing, and the table equals an uninterrupted run
     executor = executors.SerialExecutor()
     run(grid, tmp_path, executor=executor)
     assert executor.submitted == [grid.runs()[1].slug]
     run(grid, tmp_path / "reference")
     assert_same_runs(tmp_path, tmp_path / "reference", grid)
+
+
+def test_the_command_reports_failed_runs_in_one_line_and_exits_with_1(tmp_path, monkeypatch, capsys):
+    from opcc_edu.experiments import runner
+
+    grid = small_grid(1)
+    broken = grid.runs()[1].run_id
+    monkeypatch.setattr(runner, "baseline_answer_function", lambda *args, **kwargs: Flaky(broken=broken))
+    with pytest.warns(ex.RunFailureWarning):
+        code = main(["ablation", "prior-scale", "--seeds", "1", "--out", str(tmp_path), "--retries", "0"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert err[-1].startswith("opcc-edu ablation: error: 1 run(s) failed on all 1 attempt(s)")
+    assert err[-1].endswith(f"{broken}: ValueError: no data for {broken}")
+    assert ex.load_results(tmp_path / "paper" / "tiny")["run_id"].unique().tolist() == [grid.runs()[0].run_id]
 
 
 def test_bad_executor_arguments_name_the_argument_and_the_choices(tmp_path):

@@ -128,12 +128,13 @@ class RunFailureWarning(UserWarning):
 class RunsFailedError(RuntimeError):
     """Some runs failed on every attempt; every other run of the grid was computed and saved."""
 
-    def __init__(self, failures: list[RunFailure], attempts: int) -> None:
+    def __init__(self, failures: list[RunFailure], attempts: int, details: os.PathLike | str | None = None) -> None:
         self.failures = failures
         listed = "; ".join(f"{f.run_id}: {f.error}" for f in failures)
+        where = f"; their tracebacks are in {details}" if details is not None else ""
         super().__init__(
             f"{len(failures)} run(s) failed on all {attempts} attempt(s) (the finished runs are saved; "
-            f"run the same command again to retry them): {listed}"
+            f"run the same command again to retry them{where}): {listed}"
         )
 
 

@@ -174,9 +174,10 @@ def _drive(
                     continue
                 failure = RunFailure(run.run_id, attempt, error, details, exception)
                 again = attempt <= retries
-                session.setdefault("failed_attempts", []).append(
-                    {"run_id": run.run_id, "attempt": attempt, "error": error[:500]}
-                )
+                attempt_record = {"run_id": run.run_id, "attempt": attempt, "error": error[:500]}
+                if details:
+                    attempt_record["traceback"] = details[-4000:]
+                session.setdefault("failed_attempts", []).append(attempt_record)
                 warnings.warn(
                     f"run {run.run_id} failed (attempt {attempt} of {retries + 1}): {error}"
                     + ("; submitting it again" if again else "; giving up on it, the other runs go on"),
@@ -325,7 +326,7 @@ def run_grid(
             session["wall_seconds"] = round(time.perf_counter() - clock, 1)
             store.update_meta(session)
     if failed:
-        raise RunsFailedError(failed, retries + 1) from failed[0].exception
+        raise RunsFailedError(failed, retries + 1, store.meta_json) from failed[0].exception
     return load_results(out_dir)
 
 
