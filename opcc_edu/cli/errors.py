@@ -3,7 +3,8 @@
 Exit statuses of ``opcc-edu``:
 
 * ``0`` -- success.
-* ``1`` -- the command ran out of a resource: memory (host or GPU) or disk space.
+* ``1`` -- the command ran out of a resource: memory (host or GPU) or disk space; or, for
+  ``ablation``, some runs failed on every attempt (every other run is saved).
 * ``2`` -- the command cannot do what was asked: a bad option or value, an unknown name, a path
   that is a file or not writable, a missing file, a missing optional extra.
 * ``130`` -- interrupted (Ctrl-C).
