@@ -23,9 +23,10 @@ QUERY_RECIPES: tuple[str, ...] = ("paper", "hard")
 DEFAULT_QUERY_RECIPE = "paper"
 
 #: Baselines ``opcc-edu run`` and the ablation runner can answer with: the paper's ensemble of
-#: learned dynamics models, and a no-model rule that learns nothing from data (how hard a
-#: query set is).
-BASELINES: tuple[str, ...] = ("ensemble", "heuristic")
+#: learned dynamics models, a no-model rule that learns nothing from data (how hard a query set
+#: is), and bootstrapped fitted Q evaluation, a model-free estimator of the same values
+#: (:mod:`opcc_edu.baselines.fqe`).
+BASELINES: tuple[str, ...] = ("ensemble", "heuristic", "fqe")
 
 #: The ensemble confidence functions of the paper, by the keys its tables use.
 CONFIDENCES: tuple[str, ...] = ("ev", "pci", "upci")

@@ -23,6 +23,8 @@ Modules, one concept each:
 * :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`.
 * :mod:`.answers` -- :class:`Answers`, :func:`answer_queries`, :func:`format_metrics`.
 * :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
+* :mod:`.fqe` -- a model-free baseline: bootstrapped finite-horizon fitted Q evaluation
+  (:func:`train_fqe`, :func:`answer_queries_fqe`), answering through the same confidences.
 * :mod:`.heuristic` -- a no-model rule (:func:`heuristic_answers`) that shows how hard a
   query set is: the start closer to the goal, or the policy with the higher average return, wins.
 * :mod:`.diagnose` -- :func:`decompose_value_error`: how much of the value error is the learned
@@ -59,6 +61,11 @@ _LAZY: dict[str, str] = {
     "format_predictor_metrics": "answers",
     "heuristic_as_answers": "answers",
     "run_end_to_end": "run",
+    "FQEConfig": "fqe",
+    "FittedQEnsemble": "fqe",
+    "answer_queries_fqe": "fqe",
+    "fqe_values": "fqe",
+    "train_fqe": "fqe",
     "HeuristicAnswers": "heuristic",
     "heuristic_answers": "heuristic",
     "heuristic_error": "heuristic",

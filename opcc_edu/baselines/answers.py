@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from ..dynamics import DynamicsEnsemble
     from ..queries import QuerySet
+    from .fqe import FQEConfig
 
 
 def _metrics_table(
@@ -72,8 +73,9 @@ class Answers:
     """Environment of the queries."""
     dataset_name: str
     """Dataset the ensemble was trained on."""
-    config: EnsembleConfig | None
-    """The ensemble's configuration (None for a baseline without a model, the heuristic)."""
+    config: EnsembleConfig | FQEConfig | None
+    """The ensemble's configuration (an :class:`~opcc_edu.baselines.fqe.FQEConfig` for FQE; None
+    for a baseline without a model, the heuristic)."""
     queries: QuerySet
     """The :class:`opcc_edu.queries.QuerySet` answered."""
     values_a: np.ndarray
@@ -97,7 +99,7 @@ class Answers:
     model_path: str | None = None
     """Where the ensemble is cached."""
     baseline: str = "ensemble"
-    """``"ensemble"`` or ``"heuristic"`` (:data:`opcc_edu.names.BASELINES`)."""
+    """``"ensemble"``, ``"heuristic"`` or ``"fqe"`` (:data:`opcc_edu.names.BASELINES`)."""
     calibrated: dict[str, tuple[str, int, int]] = dataclasses.field(default_factory=dict)
     """Confidences added by :meth:`with_calibrated`: name -> (source confidence, folds, seed)."""
 

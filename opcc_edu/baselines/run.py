@@ -16,6 +16,8 @@ from .config import EnsembleConfig
 if TYPE_CHECKING:
     import torch
 
+    from .fqe import FQEConfig
+
 
 def run_end_to_end(
     env_name: str | None = None,
@@ -28,6 +30,7 @@ def run_end_to_end(
     echo: Callable[[str], object] = print,
     queries: str = DEFAULT_QUERY_RECIPE,
     baseline: str = "ensemble",
+    fqe_config: FQEConfig | None = None,
 ) -> tuple[Answers, dict[str, Path]]:
     """Train or load the ensemble, answer the environment's query set, report and save.
 
@@ -35,7 +38,10 @@ def run_end_to_end(
     estimates' own metrics and the calibration of the confidences and intervals),
     ``results.npz`` (member values, predictions, confidences) and ``rcc.png`` (risk-coverage
     curves of EV, PCI and U-PCI). With ``baseline="heuristic"`` nothing is trained: the
-    no-model rule answers, and its files go to ``<out>/<env>/heuristic/``.
+    no-model rule answers, and its files go to ``<out>/<env>/heuristic/``. With
+    ``baseline="fqe"`` bootstrapped fitted Q evaluation learns the query policies' values from
+    the same dataset (:mod:`opcc_edu.baselines.fqe`, never cached), and its files go to
+    ``<out>/<env>/<dataset>/fqe/``.
 
     Args:
         env_name: environment (None: :data:`opcc_edu.envs.DEFAULT_ENV`).
@@ -48,7 +54,10 @@ def run_end_to_end(
         echo: where report lines go (``print`` by default).
         queries: the recipe of the shipped query set answered (``"paper"``, the default, or
             ``"hard"``).
-        baseline: ``"ensemble"`` (the paper's) or ``"heuristic"`` (no model, no data).
+        baseline: ``"ensemble"`` (the paper's), ``"heuristic"`` (no model, no data) or ``"fqe"``
+            (model-free).
+        fqe_config: the FQE baseline's sizes and seed (None: :meth:`FQEConfig.from_profile`
+            with ``config``'s seed).
 
     Returns:
         ``(answers, paths)`` with keys ``json``, ``npz`` and ``plot``.
@@ -78,6 +87,26 @@ def run_end_to_end(
         answers = heuristic_as_answers(query_set, rule=rule)
         echo(f"  {len(answers.target)} queries answered in {answers.answer_seconds:.2f} s (nothing trained)")
         directory = Path(out) / env_name / "heuristic"
+    elif baseline == "fqe":
+        from .fqe import FQEConfig, answer_queries_fqe
+
+        fqe_config = FQEConfig.from_profile(seed=config.seed) if fqe_config is None else fqe_config
+        echo(
+            f"opcc-edu run: {env_name} / {dataset_name}, {queries} query set, fitted Q evaluation, "
+            f"profile {profile.name}"
+        )
+        echo(
+            f"  FQE: {fqe_config.ensemble_size} bootstrap members per policy, {list(fqe_config.hidden_sizes)}, "
+            f"{fqe_config.train_steps} steps, seed {fqe_config.seed}"
+        )
+        answers = answer_queries_fqe(
+            env_name, dataset_name, fqe_config, device=device, progress=progress, recipe=queries
+        )
+        echo(
+            f"  trained in {answers.train_seconds:.1f} s; "
+            f"{len(answers.target)} queries answered in {answers.answer_seconds:.1f} s"
+        )
+        directory = Path(out) / env_name / dataset_name / "fqe"
     else:
         echo(f"opcc-edu run: {env_name} / {dataset_name}, {queries} query set, profile {profile.name}")
         echo(

@@ -53,7 +53,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", type=choice_type("ablation", _ablation_names), help=f"one of: {names}")
     add_out(parser, "results/ablations", "results root; results go to OUT/QUERIES/PROFILE (default: results/ablations)")
     add_recipe(parser, "--queries", "query sets to answer: paper or hard")
-    add_baseline(parser, "ensemble (the paper's) or heuristic (no model; results go to OUT/QUERIES/PROFILE-heuristic)")
+    add_baseline(
+        parser,
+        "ensemble (the paper's), heuristic (no model; results go to OUT/QUERIES/PROFILE-heuristic) or fqe "
+        "(model-free fitted Q evaluation on the same data, seeds and queries; OUT/QUERIES/PROFILE-fqe)",
+    )
     parser.add_argument(
         "--environments",
         nargs="+",

@@ -69,8 +69,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_recipe(parser, "--queries", "query sets: paper (as the original benchmark built them) or hard")
     add_baseline(
         parser,
-        "ensemble (the paper's baseline) or heuristic (no model: the start closer to the goal, or the policy with "
-        "the higher average return, wins; nothing is trained)",
+        "ensemble (the paper's baseline), heuristic (no model: the start closer to the goal, or the policy with "
+        "the higher average return, wins; nothing is trained) or fqe (model-free: bootstrapped fitted Q evaluation "
+        "of each query policy on the same dataset; --ensemble-size and --train-steps size it too; results under "
+        "OUT/ENV/DATASET/fqe)",
     )
     parser.add_argument("--device", default=None, help="torch device: cpu, cuda, cuda:N (default: CUDA when available)")
     parser.add_argument(
@@ -102,6 +104,11 @@ def _run(args: argparse.Namespace) -> int:
         mixture=args.mixture,
         **{k: v for k, v in sizes.items() if v is not None},
     )
+    fqe_config = None
+    if args.baseline == "fqe":
+        from ..baselines.fqe import FQEConfig
+
+        fqe_config = FQEConfig.from_profile(seed=args.seed, **{k: v for k, v in sizes.items() if v is not None})
     run_end_to_end(
         env_name,
         dataset,
@@ -112,5 +119,6 @@ def _run(args: argparse.Namespace) -> int:
         progress=progress_of(args),
         queries=args.queries,
         baseline=args.baseline,
+        fqe_config=fqe_config,
     )
     return 0

@@ -295,6 +295,54 @@ def baseline_answer_function(
     return answer
 
 
+def fqe_answer_function(
+    profile: Profile | str | None = None, queries: str | None = None, **answer_kwargs: Any
+) -> AnswerFunction:
+    """The model-free baseline: bootstrapped finite-horizon FQE on the run's dataset and seed.
+
+    The run's environment, dataset, seed and query set are those the ensemble baseline answers,
+    so the two compare on the same data, seeds and queries. Sizes come from
+    :meth:`opcc_edu.baselines.fqe.FQEConfig.from_profile`; of the run's overrides those that are
+    fields of ``FQEConfig`` apply (``ensemble_size``, ``train_steps``, ...); the others configure
+    dynamics models and are recorded in the run's info as ``ignored_overrides``.
+
+    Args:
+        profile: profile whose sizes and query count are used (the active one when ``None``).
+        queries: the query sets' recipe (default: :data:`opcc_edu.names.DEFAULT_QUERY_RECIPE`).
+        **answer_kwargs: passed on to :func:`opcc_edu.baselines.fqe.answer_queries_fqe` (e.g. ``device``).
+
+    Returns:
+        An :data:`AnswerFunction`.
+    """
+    from ..names import DEFAULT_QUERY_RECIPE
+
+    recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
+
+    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+        from ..baselines.estimate import select_profile_queries
+        from ..baselines.fqe import FQEConfig, answer_queries_fqe
+        from ..queries import load_queries
+
+        active = get_profile(profile)
+        fields = {f.name for f in dataclasses.fields(FQEConfig)} - {"seed"}
+        overrides = dict(run.overrides)
+        sizes = {key: overrides.pop(key) for key in sorted(fields & set(overrides))}
+        config = FQEConfig.from_profile(active, seed=run.seed, **sizes)
+        query_set = select_profile_queries(load_queries(run.environment, recipe), n=active.queries_per_env)
+        start = time.perf_counter()
+        answers = answer_queries_fqe(
+            run.environment, run.dataset, config, queries=query_set, progress=progress, **answer_kwargs
+        )
+        values = _values_from_answers(answers)
+        values.info.update({"seconds": time.perf_counter() - start, "baseline": "fqe"})
+        if overrides:
+            values.info["ignored_overrides"] = sorted(overrides)
+        values.info.update(_query_provenance(run.environment, recipe))
+        return values
+
+    return answer
+
+
 def _query_provenance(env_name: str, recipe: str) -> dict[str, Any]:
     """Recipe and SHA-256 of the shipped query set a run answered, so results name their queries."""
     try:

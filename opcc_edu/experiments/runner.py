@@ -27,7 +27,7 @@ from ..config import Profile, get_profile
 from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ..provenance import machine_description
 from ..utils import check_choice
-from .answers import AnswerFunction, baseline_answer_function, heuristic_answer_function
+from .answers import AnswerFunction, baseline_answer_function, fqe_answer_function, heuristic_answer_function
 from .executors import (
     Executor,
     RunFailure,
@@ -57,8 +57,8 @@ def results_dir(
     """Directory of one profile's results on one recipe's query sets.
 
     ``<out>/<queries>/<profile>`` for the ensemble baseline and
-    ``<out>/<queries>/<profile>-heuristic`` for the no-model heuristic (``out`` default
-    ``results/ablations``).
+    ``<out>/<queries>/<profile>-heuristic`` for the no-model heuristic, ``<profile>-fqe`` for
+    fitted Q evaluation (``out`` default ``results/ablations``).
 
     Raises:
         ValueError: unknown recipe or baseline (lists the valid ones).
@@ -161,22 +161,23 @@ def _drive(
                     bar.set_postfix_str(run.run_id)
             if not in_flight:
                 return
-            slug, outcome, error, details, exception = executor.wait()
+            finished = executor.wait()
+            slug, error = finished.key, finished.error
             run, claim, attempt = in_flight.pop(slug)
             with claim:
-                if outcome is not None:
-                    _save_outcome(store, run, outcome)
+                if finished.outcome is not None:
+                    _save_outcome(store, run, finished.outcome)
                     session["runs_completed"] += 1
                     session["wall_seconds"] = round(time.perf_counter() - clock, 1)
                     store.update_meta(session)
                     if bar is not None:
                         bar.update(1)
                     continue
-                failure = RunFailure(run.run_id, attempt, error, details, exception)
+                failure = RunFailure(run.run_id, attempt, error, finished.details, finished.exception)
                 again = attempt <= retries
                 attempt_record = {"run_id": run.run_id, "attempt": attempt, "error": error[:500]}
-                if details:
-                    attempt_record["traceback"] = details[-4000:]
+                if finished.details:
+                    attempt_record["traceback"] = finished.details[-4000:]
                 session.setdefault("failed_attempts", []).append(attempt_record)
                 warnings.warn(
                     f"run {run.run_id} failed (attempt {attempt} of {retries + 1}): {error}"
@@ -239,9 +240,11 @@ def run_grid(
         command: command line recorded in ``meta.json`` (default: this process's argv).
         queries: the recipe of the query sets answered (:data:`opcc_edu.names.QUERY_RECIPES`);
             one results directory holds runs of one recipe (:meth:`ResultsStore.check_queries`).
-        baseline: ``"ensemble"`` (the paper's baseline) or ``"heuristic"`` (the no-model rule,
-            :func:`~opcc_edu.experiments.answers.heuristic_answer_function`); selects the
-            default ``answer_fn`` and is recorded in ``meta.json``.
+        baseline: ``"ensemble"`` (the paper's baseline), ``"heuristic"`` (the no-model rule,
+            :func:`~opcc_edu.experiments.answers.heuristic_answer_function`) or ``"fqe"``
+            (model-free, :func:`~opcc_edu.experiments.answers.fqe_answer_function`, on the same
+            data, seeds and queries); selects the default ``answer_fn`` and is recorded in
+            ``meta.json``.
         executor: an :class:`~opcc_edu.experiments.executors.Executor`, or a name of
             :data:`~opcc_edu.experiments.executors.EXECUTORS` with default settings
             (:func:`~opcc_edu.experiments.executors.make_executor`); ``None``: one run after
@@ -269,11 +272,12 @@ def run_grid(
     check_choice(baseline, BASELINES, "baseline")
     executor = executor if isinstance(executor, Executor) else make_executor(executor or "local")
     if answer_fn is None:
-        answer_fn = (
-            baseline_answer_function(profile, queries=queries)
-            if baseline == "ensemble"
-            else heuristic_answer_function(profile, queries=queries)
-        )
+        answer_functions = {
+            "ensemble": baseline_answer_function,
+            "heuristic": heuristic_answer_function,
+            "fqe": fqe_answer_function,
+        }
+        answer_fn = answer_functions[baseline](profile, queries=queries)
     store = ResultsStore(out_dir)
     store.prepare()
     store.check_queries(queries)
@@ -363,7 +367,7 @@ def run_ablation(
         command: command line recorded in ``meta.json``.
         dry_run: run nothing and write nothing; return :func:`grid_status` of the plan.
         queries: the query sets' recipe, ``"paper"`` (default) or ``"hard"``.
-        baseline: ``"ensemble"`` (default) or ``"heuristic"`` (the no-model rule).
+        baseline: ``"ensemble"`` (default), ``"heuristic"`` (the no-model rule) or ``"fqe"``.
         executor, retries: see :func:`run_grid`.
 
     Returns:

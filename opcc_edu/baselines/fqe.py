@@ -1,0 +1,422 @@
+"""A model-free baseline: bootstrapped finite-horizon fitted Q evaluation (FQE).
+
+The paper's baseline learns the dynamics and simulates the policies inside the model; its
+error compounds over the rollout. FQE (DOPE's strongest simple estimator, Fu et al. 2021,
+Section 5) learns each query policy's value directly from the offline transitions, and its
+error comes from bootstrapping on its own estimates instead. For a finite horizon:
+
+    Q(s, a, 0) = 0,    Q(s, a, k) = r + gamma (1 - terminal) Q(s', pi(s'), k - 1),   k = 1..H,
+
+fitted by regression on the dataset's transitions ``(s, a, r, s', terminal)``. The value of a
+query side is ``Q(obs, first action, h)``.
+
+Design:
+
+* **Steps to go select an output.** One network per member maps ``(observation, action)`` to
+  H outputs, output k - 1 being ``Q(., ., k)`` -- a network of ``(observation, action,
+  steps-to-go)`` with the steps to go entering as a one-hot in the last layer. Every horizon
+  is fitted at once: a minibatch gives H targets per transition.
+* **No target network.** Output k's target reads output k - 1 of the current network with
+  the gradient stopped. The chain from k to k - 1 has no cycle, so output 1 is plain reward
+  regression and every output converges once the one below it has: a fitted-Q iteration per
+  gradient step, without the instability bootstrapping has in the discounted infinite case.
+* **Scale.** Output k is ``Q(., ., k) / (k c)``, with ``c`` the mean absolute reward of the
+  dataset, so every output has the scale of one reward and the loss weighs horizons alike;
+  observations are standardised with the dataset's statistics.
+* **Vectorised ensemble.** P query policies times M bootstrap members are one
+  :class:`~opcc_edu.dynamics.layers.EnsembleMLP` of P M members: member ``p M + m`` is
+  bootstrap ``m`` of policy ``p``, each with its own initialisation and its own bootstrap
+  resample of the transitions. The policies' actions at every next observation are computed
+  once before training, so the training step has no policy call and no Python loop over
+  members, on CPU or GPU.
+
+Shapes: T transitions, D observation size, A action size, P policies, M members per policy,
+E = P M networks, B rows per member per step, H outputs (largest horizon), N queries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..config import Profile, get_profile
+from ..utils import check_positive_int, dataclass_from_dict
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..queries import QuerySet
+    from .answers import Answers
+
+__all__ = ["FQEConfig", "FittedQEnsemble", "answer_queries_fqe", "fqe_values", "train_fqe"]
+
+_DATASET_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals")
+
+
+@dataclasses.dataclass(frozen=True)
+class FQEConfig:
+    """How the FQE ensemble is built and trained; :meth:`from_profile` takes the sizes from a profile."""
+
+    ensemble_size: int = 100
+    """Bootstrap members M per query policy."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Hidden widths of each member's Q-network (SiLU)."""
+    train_steps: int = 20_000
+    """Gradient steps (every member takes each one)."""
+    batch_size: int = 256
+    """Transitions per member per gradient step."""
+    lr: float = 1e-3
+    """Adam's initial learning rate; it falls linearly to 0 over training."""
+    bootstrap: bool = True
+    """Each member fits its own resample (with replacement) of the transitions; False: all fit
+    the whole dataset and differ only by initialisation and minibatches."""
+    seed: int = 0
+    """Seeds initialisation, bootstrap and minibatches."""
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.ensemble_size, "ensemble_size")
+        if isinstance(self.hidden_sizes, int):
+            raise ValueError(f"hidden_sizes must be a sequence of widths, got {self.hidden_sizes!r}")
+        object.__setattr__(
+            self, "hidden_sizes", tuple(check_positive_int(h, "hidden_sizes entry") for h in self.hidden_sizes)
+        )
+        check_positive_int(self.train_steps, "train_steps")
+        check_positive_int(self.batch_size, "batch_size")
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
+            raise ValueError(f"lr must be a number in (0, 1), got {self.lr!r}")
+        if not isinstance(self.bootstrap, (bool, np.bool_)):
+            raise ValueError(f"bootstrap must be True or False, got {self.bootstrap!r}")
+
+    @classmethod
+    def from_profile(cls, profile: Profile | str | None = None, **overrides: Any) -> FQEConfig:
+        """The profile's sizes: its ensemble size, hidden widths, batch size, and its dynamics
+        training steps times 4 (FQE fits H outputs that depend on each other in a chain)."""
+        p = get_profile(profile) if not isinstance(profile, Profile) else profile
+        sizes = {
+            "ensemble_size": p.ensemble_size,
+            "hidden_sizes": tuple(p.hidden_sizes),
+            "train_steps": 4 * p.dynamics_train_steps,
+            "batch_size": p.batch_size,
+        }
+        return cls(**{**sizes, **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (tuples become lists)."""
+        data = dataclasses.asdict(self)
+        data["hidden_sizes"] = list(self.hidden_sizes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FQEConfig:
+        """The inverse of :meth:`to_dict`."""
+        return dataclass_from_dict(cls, data)
+
+
+def _check_dataset(dataset: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The transitions as float32/bool arrays, checked for keys, shapes and finite values."""
+    missing = [key for key in _DATASET_KEYS if key not in dataset]
+    if missing:
+        raise ValueError(f"dataset is missing {missing}; a dataset needs {list(_DATASET_KEYS)}")
+    obs = np.asarray(dataset["observations"], dtype=np.float32)
+    if obs.ndim != 2 or obs.shape[0] == 0:
+        raise ValueError(f"dataset['observations'] must have shape (T, D) with T >= 1, got {obs.shape}")
+    t = obs.shape[0]
+    out = {"observations": obs}
+    for key in ("actions", "next_observations"):
+        out[key] = np.asarray(dataset[key], dtype=np.float32)
+        if out[key].ndim != 2 or out[key].shape[0] != t:
+            raise ValueError(f"dataset[{key!r}] must have shape (T={t}, .), got {out[key].shape}")
+    if out["next_observations"].shape != obs.shape:
+        raise ValueError(f"dataset['next_observations'] must have the shape of the observations {obs.shape}")
+    for key in ("rewards", "terminals"):
+        out[key] = np.asarray(dataset[key]).reshape(-1)
+        if out[key].shape != (t,):
+            raise ValueError(f"dataset[{key!r}] must have shape (T={t},), got {np.shape(dataset[key])}")
+    out["rewards"] = out["rewards"].astype(np.float32)
+    out["terminals"] = out["terminals"].astype(bool)
+    for key in ("observations", "actions", "next_observations", "rewards"):
+        if not np.isfinite(out[key]).all():
+            raise ValueError(f"dataset[{key!r}] must be finite")
+    return out
+
+
+class FittedQEnsemble:
+    """A trained FQE ensemble: E = P M Q-networks and the statistics they were trained with.
+
+    Attributes:
+        network: the :class:`~opcc_edu.dynamics.layers.EnsembleMLP`, (E, B, D + A) -> (E, B, H).
+        n_policies: P.
+        ensemble_size: M members per policy.
+        max_horizon: H, the largest steps-to-go with an output.
+        obs_mean, obs_std: (D,) tensors standardising observations.
+        value_scale: ``c``, the mean absolute reward (output k is ``Q / (k c)``).
+        info: ``train_seconds``, ``samples_per_second`` and the final ``loss``.
+    """
+
+    def __init__(self, network, n_policies, ensemble_size, max_horizon, obs_mean, obs_std, value_scale, gamma):
+        self.network = network
+        self.n_policies = n_policies
+        self.ensemble_size = ensemble_size
+        self.max_horizon = max_horizon
+        self.obs_mean = obs_mean
+        self.obs_std = obs_std
+        self.value_scale = value_scale
+        self.gamma = gamma
+        self.info: dict[str, float] = {}
+
+    def q_values(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """(E, B, H) Q-values of ``Q(obs, action, k)`` for k = 1..H of every network.
+
+        Args:
+            obs: (E, B, D) or (B, D) observations (the latter shared by every network).
+            action: (E, B, A) or (B, A) actions.
+        """
+        import torch
+
+        e = self.network.ensemble_size
+        if obs.dim() == 2:
+            obs, action = obs.expand(e, *obs.shape), action.expand(e, *action.shape)
+        x = torch.cat([(obs - self.obs_mean) / self.obs_std, action], dim=-1)
+        steps = torch.arange(1, self.max_horizon + 1, device=x.device, dtype=x.dtype)
+        return self.network(x) * (self.value_scale * steps)
+
+
+def _policy_actions(policies: Sequence[Callable], obs: np.ndarray, device: torch.device) -> torch.Tensor:
+    """(P, T, A) actions of every policy at every observation (one pass, in chunks)."""
+    import torch
+
+    obs_t = torch.as_tensor(obs, device=device)
+    out = []
+    with torch.no_grad():
+        for i, policy in enumerate(policies):
+            if hasattr(policy, "to"):
+                policy = policy.to(device)
+            chunks = [policy(part) for part in torch.split(obs_t, 65_536)]
+            actions = torch.cat(chunks).float()
+            if actions.ndim != 2 or actions.shape[0] != obs.shape[0]:
+                raise ValueError(
+                    f"policies[{i}] must map (T, D) observations to (T, A) actions, got {tuple(actions.shape)}"
+                )
+            out.append(actions)
+    return torch.stack(out)
+
+
+def train_fqe(
+    dataset: dict[str, np.ndarray],
+    policies: Sequence[Callable],
+    max_horizon: int,
+    config: FQEConfig | None = None,
+    gamma: float = 1.0,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+) -> FittedQEnsemble:
+    """Fit M bootstrapped finite-horizon Q-functions for every policy on one offline dataset.
+
+    Args:
+        dataset: D4RL-style transitions: ``observations`` (T, D), ``actions`` (T, A),
+            ``rewards`` (T,), ``next_observations`` (T, D), ``terminals`` (T,); a terminal
+            transition's target is its reward alone.
+        policies: P deterministic policies, each a callable (torch module) from (B, D) float32
+            observations to (B, A) actions.
+        max_horizon: H >= 1, the largest steps-to-go to fit.
+        config: sizes and seed (None: :meth:`FQEConfig.from_profile`).
+        gamma: discount in (0, 1].
+        device: torch device (None: :func:`opcc_edu.utils.get_device`).
+        progress: show a progress bar.
+
+    Returns:
+        The :class:`FittedQEnsemble`.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from ..dynamics.layers import EnsembleMLP
+    from ..utils import get_device
+
+    config = FQEConfig.from_profile() if config is None else config
+    if isinstance(max_horizon, bool) or not isinstance(max_horizon, (int, np.integer)) or max_horizon < 1:
+        raise ValueError(f"max_horizon must be an integer >= 1 (a horizon of 0 has value 0), got {max_horizon!r}")
+    if not (isinstance(gamma, (int, float)) and 0 < gamma <= 1):
+        raise ValueError(f"gamma must be a number in (0, 1], got {gamma!r}")
+    policies = list(policies)
+    if not policies:
+        raise ValueError("policies must hold at least one policy")
+    data = _check_dataset(dataset)
+    device = get_device(device)
+    h, p, m = int(max_horizon), len(policies), config.ensemble_size
+    e = p * m
+    t = data["observations"].shape[0]
+    next_action = _policy_actions(policies, data["next_observations"], device)  # (P, T, A)
+    if next_action.shape[-1] != data["actions"].shape[1]:
+        raise ValueError(
+            f"the policies' actions have size {next_action.shape[-1]} but the dataset's have {data['actions'].shape[1]}"
+        )
+    tensor = {key: torch.as_tensor(value, device=device) for key, value in data.items()}
+    obs_mean = tensor["observations"].mean(0)
+    obs_std = tensor["observations"].std(0).clamp_min(1e-6)
+    value_scale = float(tensor["rewards"].abs().mean().clamp_min(1e-6))
+    generator = torch.Generator().manual_seed(config.seed)
+    network = EnsembleMLP(
+        e, data["observations"].shape[1] + data["actions"].shape[1], config.hidden_sizes, h, generator=generator
+    )
+    network = network.to(device)
+    model = FittedQEnsemble(network, p, m, h, obs_mean, obs_std, value_scale, float(gamma))
+    if config.bootstrap:
+        rows = torch.randint(t, (e, t), generator=generator).to(device)
+    else:
+        rows = torch.arange(t, device=device).expand(e, t)
+    policy_of = torch.arange(p, device=device).repeat_interleave(m)[:, None]  # (E, 1)
+    steps = torch.arange(1, h + 1, device=device, dtype=torch.float32)
+    not_done = (~tensor["terminals"]).float() * gamma
+    optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
+    # the learning rate falls linearly to 0: the targets' noise (one next state per row) averages out
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / config.train_steps)
+    sampler = torch.Generator(device=device).manual_seed(config.seed + 1)
+    start = time.perf_counter()
+    loss = torch.zeros((), device=device)
+    for _ in tqdm(range(config.train_steps), desc="FQE", disable=not progress, leave=False):
+        pick = rows.gather(1, torch.randint(t, (e, config.batch_size), generator=sampler, device=device))  # (E, B)
+        with torch.no_grad():
+            q_next = model.q_values(tensor["next_observations"][pick], next_action[policy_of, pick])
+            below = torch.cat([torch.zeros_like(q_next[..., :1]), q_next[..., :-1]], dim=-1)  # Q(s', pi(s'), k - 1)
+            target = tensor["rewards"][pick][..., None] + not_done[pick][..., None] * below
+        x = torch.cat([(tensor["observations"][pick] - obs_mean) / obs_std, tensor["actions"][pick]], dim=-1)
+        loss = ((network(x) - target / (value_scale * steps)) ** 2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    seconds = time.perf_counter() - start
+    model.info = {
+        "train_seconds": seconds,
+        "samples_per_second": e * config.batch_size * config.train_steps / max(seconds, 1e-9),
+        "loss": float(loss.detach()),
+    }
+    network.eval()
+    return model
+
+
+def fqe_values(model: FittedQEnsemble, queries: QuerySet) -> tuple[np.ndarray, np.ndarray]:
+    """Every member's value of both sides of every query: ``Q(obs, first action, h)``.
+
+    Args:
+        model: a :class:`FittedQEnsemble` of P policies (index i = level i + 1).
+        queries: N queries with horizons up to the model's H and one discount, the model's.
+
+    Returns:
+        ``(values_a, values_b)``, each (N, M) float64.
+    """
+    import torch
+
+    n = len(queries)
+    level = np.concatenate([queries.policy_a, queries.policy_b]).astype(np.int64)
+    horizon = np.concatenate([queries.horizon, queries.horizon]).astype(np.int64)
+    if n and (level.min() < 1 or level.max() > model.n_policies):
+        raise ValueError(
+            f"query policy levels must lie in [1, {model.n_policies}] (the policies FQE was trained for), "
+            f"got [{level.min()}, {level.max()}]"
+        )
+    if n and (horizon.min() < 1 or horizon.max() > model.max_horizon):
+        raise ValueError(
+            f"query horizons must lie in [1, {model.max_horizon}] (the horizons FQE was trained for), "
+            f"got [{horizon.min()}, {horizon.max()}]"
+        )
+    if n and not np.allclose(queries.gamma, model.gamma):
+        raise ValueError(f"the queries' discount {np.unique(queries.gamma)} differs from FQE's gamma {model.gamma}")
+    device = model.obs_mean.device
+    obs = torch.as_tensor(np.concatenate([queries.obs_a, queries.obs_b]), dtype=torch.float32, device=device)
+    act = torch.as_tensor(np.concatenate([queries.action_a, queries.action_b]), dtype=torch.float32, device=device)
+    with torch.no_grad():
+        q = model.q_values(obs, act)  # (E, 2N, H)
+    m = model.ensemble_size
+    q = q.reshape(model.n_policies, m, 2 * n, model.max_horizon).cpu().double().numpy()
+    values = q[level - 1, :, np.arange(2 * n), horizon - 1]  # (2N, M)
+    return values[:n], values[n:]
+
+
+def answer_queries_fqe(
+    env_name: str,
+    dataset_name: str | None = None,
+    config: FQEConfig | None = None,
+    queries: QuerySet | None = None,
+    policies: Sequence[Any] | None = None,
+    dataset_size: int | None = None,
+    dataset_seed: int = 0,
+    confidences: Sequence[str] | None = None,
+    k: int = 10,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    recipe: str | None = None,
+    dataset: dict[str, np.ndarray] | None = None,
+) -> Answers:
+    """Train bootstrapped FQE on the offline dataset and answer the queries with it.
+
+    The (N, M) member values flow through the same confidence functions and metrics as the
+    dynamics ensemble's (:func:`opcc_edu.scoring.score_values`), under ``baseline="fqe"``.
+
+    Args:
+        env_name: environment.
+        dataset_name: dataset (None: the environment's default).
+        config: sizes and seed (None: :meth:`FQEConfig.from_profile`).
+        queries: the queries (None: the shipped set of ``recipe`` reduced to the profile's size).
+        policies: query policies, index i = level i + 1 (None: the shipped ones).
+        dataset_size: transitions (None: the profile's).
+        dataset_seed: seed of the dataset.
+        confidences: confidence functions (None: all of :data:`opcc_edu.names.CONFIDENCES`).
+        k: bins of CR_K.
+        device: torch device.
+        progress: show progress bars.
+        recipe: the shipped set's recipe when ``queries`` is None (None: the default recipe).
+        dataset: use these transitions instead of loading ``dataset_name``.
+    """
+    from ..datasets import DEFAULT_DATASET, load_dataset
+    from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
+    from ..utils import check_choice
+    from .answers import Answers, _metrics_table
+    from .estimate import select_profile_queries
+
+    config = FQEConfig.from_profile() if config is None else config
+    dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
+    confidences = list(CONFIDENCES if confidences is None else confidences)
+    for name in confidences:
+        check_choice(name, CONFIDENCES, "confidence")
+    if queries is None:
+        from ..queries import load_queries
+
+        queries = select_profile_queries(load_queries(env_name, recipe or DEFAULT_QUERY_RECIPE))
+    if queries.env_name != env_name:
+        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
+    if policies is None:
+        from ..policies import load_policies
+
+        policies = load_policies(env_name)
+    if dataset is None:
+        dataset = load_dataset(env_name, dataset_name, size=dataset_size, seed=dataset_seed, progress=progress)
+    gammas = np.unique(queries.gamma)
+    if gammas.size != 1:
+        raise ValueError(f"FQE fits one discount; the queries have several: {gammas}")
+    model = train_fqe(
+        dataset, policies, int(queries.horizon.max()), config, gamma=float(gammas[0]), device=device, progress=progress
+    )
+    start = time.perf_counter()
+    values_a, values_b = fqe_values(model, queries)
+    predictions, confs, metrics = _metrics_table(values_a, values_b, queries.target, queries.horizon, confidences, k)
+    return Answers(
+        env_name=env_name,
+        dataset_name=dataset_name,
+        config=config,
+        queries=queries,
+        values_a=values_a,
+        values_b=values_b,
+        predictions=predictions,
+        confidences=confs,
+        metrics=metrics,
+        k=k,
+        train_seconds=model.info["train_seconds"],
+        answer_seconds=time.perf_counter() - start,
+        baseline="fqe",
+    )
