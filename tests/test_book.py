@@ -58,7 +58,7 @@ def _sync_module():
 
 #: Chapters whose Colab cell still has the earlier form (first cell, above the title); bring
 #: each up to date with ``python scripts/sync_colab.py book/<chapter>.ipynb`` and remove it here.
-COLAB_CELL_NOT_YET_SYNCED = {"assignment_confidence.ipynb", "predictor_and_calibration.ipynb"}
+COLAB_CELL_NOT_YET_SYNCED = {"assignment_confidence.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
