@@ -10,6 +10,7 @@ sets OPCC_EDU_REQUIRE_CLUSTER=1 so that they cannot be skipped there).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import pytest
 
 from opcc_edu import experiments as ex
 from opcc_edu.cli import main
+from opcc_edu.config import get_profile
 from opcc_edu.experiments import executors
 
 KEY = ["run_id", "horizon", "confidence", "ensemble_count"]
@@ -259,7 +261,9 @@ def test_local_processes_survive_a_killed_worker_and_match_the_in_process_rows(t
 def test_a_local_ray_cluster_gives_the_rows_of_the_local_executor(tmp_path, ray):
     """Four real runs (tiny ensembles trained without the cache) on Ray and in this process."""
     grid = small_grid()
-    answer = ex.baseline_answer_function("tiny", queries="paper", cache=False)
+    # the tiny profile's ensembles, trained for 60 steps instead of 300 to keep the test short
+    short = dataclasses.replace(get_profile("tiny"), dynamics_train_steps=60)
+    answer = ex.baseline_answer_function(short, queries="paper", cache=False)
     run(grid, tmp_path / "local", answer)
     executor = executors.RayExecutor(num_cpus=2)
     try:

@@ -49,6 +49,7 @@ __all__ = [
     "CLUSTER_EXTRA_MESSAGE",
     "RunTask",
     "RunOutcome",
+    "Finished",
     "RunFailure",
     "RunFailureWarning",
     "RunsFailedError",
@@ -118,6 +119,22 @@ class RunFailure:
     details: str = ""
     """The worker's traceback, when there is one."""
     exception: BaseException | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The exception itself (in-process runs only)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A submitted run that came back from an executor, computed or failed."""
+
+    key: str
+    """The key it was submitted under."""
+    outcome: RunOutcome | None = None
+    """The computed run; None when it failed."""
+    error: str = ""
+    """Why it failed: ``"ExceptionType: message"``, or what happened to the worker."""
+    details: str = ""
+    """The worker's traceback, when there is one."""
+    exception: BaseException | None = None
     """The exception itself (in-process runs only)."""
 
 
@@ -261,9 +278,8 @@ class Executor(abc.ABC):
         self._submit(key, task)
 
     @abc.abstractmethod
-    def wait(self) -> tuple[str, RunOutcome | None, str, str, BaseException | None]:
-        """Block until a submitted run finishes: ``(key, outcome, error, details, exception)``;
-        ``outcome`` is None and ``error`` says why when it failed."""
+    def wait(self) -> Finished:
+        """Block until a submitted run finishes, and return it."""
 
     def close(self) -> None:  # noqa: B027 - most executors hold nothing
         """Stop every worker; runs still in flight are dropped."""
@@ -295,12 +311,12 @@ class SerialExecutor(Executor):
     def _submit(self, key: str, task: RunTask) -> None:
         self._queue.append((key, task))
 
-    def wait(self) -> tuple[str, RunOutcome | None, str, str, BaseException | None]:
+    def wait(self) -> Finished:
         key, task = self._queue.popleft()
         try:
-            return key, compute_run(task), "", "", None
+            return Finished(key, compute_run(task))
         except Exception as exc:  # noqa: BLE001 - reported by the driver, which goes on
-            return key, None, _describe(exc), traceback.format_exc(), exc
+            return Finished(key, None, _describe(exc), traceback.format_exc(), exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,9 +375,7 @@ class ProcessExecutor(Executor):
         self.jobs = int(jobs)
         self.threads = max(1, (os.cpu_count() or 1) // self.jobs) if threads is None else int(threads)
         self._workers: list[_Worker] = []
-        self._done: collections.deque[tuple[str, RunOutcome | None, str, str, BaseException | None]] = (
-            collections.deque()
-        )
+        self._done: collections.deque[Finished] = collections.deque()
 
     def capacity(self) -> int:
         return self.jobs
@@ -389,7 +403,7 @@ class ProcessExecutor(Executor):
         worker.key = key
         worker.connection.send(payload)
 
-    def wait(self) -> tuple[str, RunOutcome | None, str, str, BaseException | None]:
+    def wait(self) -> Finished:
         from multiprocessing.connection import wait
 
         while not self._done:
@@ -407,12 +421,12 @@ class ProcessExecutor(Executor):
                 except (EOFError, OSError):  # died before answering
                     worker.process.join(timeout=5)
                     self._retire(worker)
-                    self._done.append((key, None, _exit_description(worker.process.exitcode), "", None))
+                    self._done.append(Finished(key, None, _exit_description(worker.process.exitcode)))
                     continue
                 if status == "ok":
-                    self._done.append((key, result, "", "", None))
+                    self._done.append(Finished(key, result))
                 else:
-                    self._done.append((key, None, result, details, None))
+                    self._done.append(Finished(key, None, result, details))
         return self._done.popleft()
 
     def _retire(self, worker: _Worker) -> None:
@@ -527,7 +541,7 @@ class RayExecutor(Executor):
         payload = _pack(dataclasses.replace(task, progress=False, threads=threads, in_worker=True))
         self._refs[self._remote.remote(payload)] = key
 
-    def wait(self) -> tuple[str, RunOutcome | None, str, str, BaseException | None]:
+    def wait(self) -> Finished:
         ray = self._ray
         if not self._refs:
             raise RuntimeError("wait() called with no run in flight")
@@ -536,10 +550,10 @@ class RayExecutor(Executor):
         try:
             status, result, details = ray.get(ready[0])
         except ray.exceptions.RayError as exc:  # the worker or its node was lost
-            return key, None, f"the Ray worker was lost ({_describe(exc)})", "", None
+            return Finished(key, None, f"the Ray worker was lost ({_describe(exc)})")
         if status == "ok":
-            return key, result, "", "", None
-        return key, None, result, details, None
+            return Finished(key, result)
+        return Finished(key, None, result, details)
 
     def close(self) -> None:
         if self._ray is None:
