@@ -322,12 +322,18 @@ class SerialExecutor(Executor):
 # --------------------------------------------------------------------------------------------
 # Local worker processes
 # --------------------------------------------------------------------------------------------
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _worker_main(connection: Any, threads: int | None) -> None:
     """Loop of a worker process: receive a packed task, send back its result; None stops.
 
-    Ctrl-C is the driver's to handle (it stops the workers); a worker ignores it.
+    Ctrl-C is the driver's to handle (it stops the workers); a worker ignores it. When the driver
+    stops a busy worker (SIGTERM), the worker exits through Python, releasing what it holds.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_term)
     if threads is not None:
         import torch
 
