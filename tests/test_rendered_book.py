@@ -42,8 +42,10 @@ HTML = Path(os.environ.get("OPCC_EDU_BOOK_HTML", ROOT / "_build" / "no-book-name
 
 #: A line of a Markdown table's header rule, as it reads when the table was not rendered.
 RAW_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
-#: Text of Python warnings and of MuJoCo's notices.
-WARNING_TEXT = re.compile(r"\b\w*Warning\b:|\bWARNING\b|settotalmass")
+#: A warning that leaked onto the page: Python's format (``file.py:12: UserWarning: ...``), a
+#: logged ``WARNING``, MuJoCo's notice. (A chapter may print a warning it caught on purpose,
+#: e.g. ``StoreWarning: ...``, to teach what the store reports.)
+WARNING_TEXT = re.compile(r"\.py:\d+: \w*Warning\b|\bWARNING\b|settotalmass")
 #: Code that draws a figure.
 PLOTTING = re.compile(
     r"plt\.(subplots|figure|show)\(|\.(plot|hist|bar|imshow|scatter|errorbar)\(|\bplot_\w+\(|\bdraw_\w+\("
@@ -208,7 +210,7 @@ def test_checks_find_what_they_look_for():
     page = bs4.BeautifulSoup(
         '<div class="cell"><div class="cell_input"><pre>fig, ax = plt.subplots()</pre></div>'
         '<div class="cell_output"><p>| a | b |</p><p>|---|---|</p>'
-        "<pre>UserWarning: careful</pre></div></div>",
+        "<pre>/tmp/x.py:3: UserWarning: careful</pre></div></div>",
         "html.parser",
     )
     (cell,) = _cells(page)
@@ -216,6 +218,7 @@ def test_checks_find_what_they_look_for():
     assert RAW_TABLE_RULE.search(page.get_text("\n"))
     assert WARNING_TEXT.search(_outputs(cell)[0].get_text())
     assert not RAW_TABLE_RULE.search("a | b\nvalue ± 0.1 | - |")
+    assert not WARNING_TEXT.search("StoreWarning: a torn line was set aside")  # printed on purpose
 
 
 # --------------------------------------------------------------------------------------------
