@@ -73,6 +73,9 @@ def make_environment(folder: Path, python: str = sys.executable) -> Path:
     venv_python = folder / "bin" / "python"
     pip = [str(venv_python), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    index = os.environ.get("OPCC_EDU_TORCH_INDEX")  # e.g. the CPU wheels: a plain index may pull CUDA
+    if index:
+        subprocess.run([*pip, "--index-url", index, COLAB_BRINGS[0]], check=True)
     subprocess.run([*pip, *COLAB_BRINGS], check=True)
     # its own kernel name, so that no kernel of another environment is picked up
     install = [str(venv_python), "-m", "ipykernel", "install", "--prefix", str(folder), "--name", KERNEL]
