@@ -36,6 +36,7 @@ E = P M networks, B rows per member per step, H outputs (largest horizon), N que
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -193,8 +194,9 @@ def _policy_actions(policies: Sequence[Callable], obs: np.ndarray, device: torch
     out = []
     with torch.no_grad():
         for i, policy in enumerate(policies):
-            if hasattr(policy, "to"):
-                policy = policy.to(device)
+            if isinstance(policy, torch.nn.Module):
+                # a copy on the device: the caller's policy stays where it is
+                policy = copy.deepcopy(policy).to(device)
             chunks = [policy(part) for part in torch.split(obs_t, 65_536)]
             actions = torch.cat(chunks).float()
             if actions.ndim != 2 or actions.shape[0] != obs.shape[0]:

@@ -27,7 +27,8 @@ def register(parser: argparse.ArgumentParser) -> None:
         "The paper's baseline end to end: train a dynamics-model ensemble on an offline dataset (or "
         "load it from the cache), estimate both sides of every policy-comparison query in every member, "
         "predict with EV, PCI and U-PCI, and print AURCC, RPP, CR_K and loss per horizon and overall, "
-        "with the tie-fair expected AURCC, selective gain and AUROC beside them. "
+        "with the tie-fair expected AURCC, selective gain and AUROC beside them, and DOPE's metrics of the value "
+        "estimates (normalised error, rank correlation, regret@1) beside the loss. "
         "Writes results.json, results.npz and rcc.png under OUT/ENV/DATASET."
     )
     parser.add_argument(
