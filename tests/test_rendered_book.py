@@ -140,6 +140,8 @@ def test_no_stderr_or_warning_in_outputs(entry):
 @pytest.mark.parametrize("entry", sorted(PAGES), ids=lambda e: Path(e).name)
 def test_every_plotting_cell_shows_an_image(entry):
     cells = _cells(_soup(PAGES[entry]))
+    if not any(_outputs(cell) for cell in cells):
+        pytest.skip(f"{entry} has no cell output (a Markdown page, or a notebook with execution_mode off)")
     missing = [
         _code(cell).strip().splitlines()[0]
         for cell in cells
