@@ -56,19 +56,10 @@ def _sync_module():
     return module
 
 
-#: Chapters whose Colab cell still has the earlier form (first cell, above the title); bring
-#: each up to date with ``python scripts/sync_colab.py book/<chapter>.ipynb`` and remove it here.
-COLAB_CELL_NOT_YET_SYNCED = {"assignment_confidence.ipynb"}
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_colab_cell_is_written_from_the_configured_repository(path):
     sync = _sync_module()
     url, ref = sync.repository(ROOT / "_config.yml")
-    if path.name in COLAB_CELL_NOT_YET_SYNCED:
-        first = _load(path)["cells"][0]
-        assert '"google.colab" in sys.modules' in "".join(first["source"]) and f"git+{url}" in "".join(first["source"])
-        return
     fresh = json.loads(nbformat.writes(sync.sync_notebook(path, url, ref)))
     remedy = "run: python scripts/sync_colab.py"
     assert fresh == _load(path), f"{path.name}: the Colab cell or a hidden-check marker is out of date; {remedy}"
