@@ -50,6 +50,7 @@ from ..utils import check_positive_int, dataclass_from_dict
 if TYPE_CHECKING:
     import torch
 
+    from ..dynamics.layers import EnsembleMLP
     from ..queries import QuerySet
     from .answers import Answers
 
@@ -145,29 +146,29 @@ def _check_dataset(dataset: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+@dataclasses.dataclass
 class FittedQEnsemble:
-    """A trained FQE ensemble: E = P M Q-networks and the statistics they were trained with.
+    """A trained FQE ensemble: E = P M Q-networks and the statistics they were trained with."""
 
-    Attributes:
-        network: the :class:`~opcc_edu.dynamics.layers.EnsembleMLP`, (E, B, D + A) -> (E, B, H).
-        n_policies: P.
-        ensemble_size: M members per policy.
-        max_horizon: H, the largest steps-to-go with an output.
-        obs_mean, obs_std: (D,) tensors standardising observations.
-        value_scale: ``c``, the mean absolute reward (output k is ``Q / (k c)``).
-        info: ``train_seconds``, ``samples_per_second`` and the final ``loss``.
-    """
-
-    def __init__(self, network, n_policies, ensemble_size, max_horizon, obs_mean, obs_std, value_scale, gamma):
-        self.network = network
-        self.n_policies = n_policies
-        self.ensemble_size = ensemble_size
-        self.max_horizon = max_horizon
-        self.obs_mean = obs_mean
-        self.obs_std = obs_std
-        self.value_scale = value_scale
-        self.gamma = gamma
-        self.info: dict[str, float] = {}
+    network: EnsembleMLP
+    """The :class:`~opcc_edu.dynamics.layers.EnsembleMLP`, (E, B, D + A) -> (E, B, H); network
+    ``p M + m`` is member m of policy p."""
+    n_policies: int
+    """P."""
+    ensemble_size: int
+    """M members per policy."""
+    max_horizon: int
+    """H, the largest steps-to-go with an output."""
+    obs_mean: torch.Tensor
+    """(D,) mean standardising observations."""
+    obs_std: torch.Tensor
+    """(D,) standard deviation standardising observations."""
+    value_scale: float
+    """``c``, the mean absolute reward of the dataset (output k is ``Q / (k c)``)."""
+    gamma: float
+    """The discount the values were fitted with."""
+    info: dict[str, float] = dataclasses.field(default_factory=dict)
+    """``train_seconds``, ``samples_per_second`` of the step loop and the final ``loss``."""
 
     def q_values(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """(E, B, H) Q-values of ``Q(obs, action, k)`` for k = 1..H of every network.
