@@ -198,13 +198,13 @@ class RewardErrorMap:
             bias, extent=self.extent, origin="upper", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -limit, limit), zorder=2
         )
         fig.colorbar(image, ax=axes[0], label="learned - true reward (per step)")
-        axes[0].set_title("reward error where the queries go")
+        axes[0].set_title("reward error, query steps")
         if self.data_visits is not None:
             shown = np.ma.masked_equal(self.data_visits, 0)
             norm = LogNorm(vmin=1, vmax=max(2.0, float(self.data_visits.max())))
             image = axes[1].imshow(shown, extent=self.extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
             fig.colorbar(image, ax=axes[1], label="dataset transitions per patch (count)")
-            axes[1].set_title("where the dataset went")
+            axes[1].set_title("dataset transitions")
         return fig
 
 
