@@ -4,7 +4,9 @@ For every environment, both baselines answer the profile's query subset of the s
 (default recipe) from the environment's default dataset with one seed; each answer's
 ``Answers.summary()`` (every metric per confidence and horizon, the predictor metrics, the
 calibration, configuration and timings) is written to ``<env>.json`` as
-``{"ensemble": ..., "fqe": ...}``.
+``{"ensemble": ..., "fqe": ...}``. An environment whose file exists is skipped unless
+``--force``, so an interrupted run resumes where it stopped; each file is written when its
+environment is done.
 
 Usage::
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "fqe"
@@ -32,18 +35,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("envs", nargs="+", choices=list(ENV_NAMES), metavar="ENV")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="default results/fqe/<profile>")
+    parser.add_argument("--force", action="store_true", help="recompute environments whose file exists")
+    parser.add_argument("--progress", action="store_true", help="progress bars (stderr)")
     args = parser.parse_args(argv)
     profile = get_profile()
     out = args.out or RESULTS / profile.name
     out.mkdir(parents=True, exist_ok=True)
     for env in args.envs:
-        ensemble = answer_queries(env, config=EnsembleConfig.from_profile(seed=args.seed), progress=False)
-        fqe = answer_queries_fqe(env, config=FQEConfig.from_profile(seed=args.seed), progress=False)
-        record = {"profile": profile.name, "seed": args.seed, "ensemble": ensemble.summary(), "fqe": fqe.summary()}
         path = out / f"{env}.json"
+        if path.exists() and not args.force:
+            print(f"{env}: {path} exists, skipped (--force recomputes it)", flush=True)
+            continue
+        start = time.perf_counter()
+        ensemble = answer_queries(env, config=EnsembleConfig.from_profile(seed=args.seed), progress=args.progress)
+        print(
+            f"{env}: ensemble done after {time.perf_counter() - start:.0f} s "
+            f"(training {ensemble.train_seconds:.0f} s, cache hit {ensemble.cache_hit})",
+            flush=True,
+        )
+        fqe = answer_queries_fqe(env, config=FQEConfig.from_profile(seed=args.seed), progress=args.progress)
+        record = {"profile": profile.name, "seed": args.seed, "ensemble": ensemble.summary(), "fqe": fqe.summary()}
         path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         loss = {name: a.metrics["pci"]["all"]["loss"] for name, a in (("ensemble", ensemble), ("fqe", fqe))}
-        print(f"{env}: PCI loss {loss}, FQE trained in {fqe.train_seconds:.0f} s -> {path}", flush=True)
+        print(
+            f"{env}: PCI loss {loss}, FQE trained in {fqe.train_seconds:.0f} s, "
+            f"{time.perf_counter() - start:.0f} s in all -> {path}",
+            flush=True,
+        )
     return 0
 
 
