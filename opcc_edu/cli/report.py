@@ -11,9 +11,11 @@ from .options import add_out, check_output_dir, echo_stderr
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the options and handler of ``opcc-edu report``."""
     parser.description = (
-        "Aggregate the results under OUT/PROFILE (mean ± half-width of the 95% Student-t interval over "
+        "Aggregate the results under OUT/RECIPE/PROFILE (mean ± half-width of the 95% Student-t interval over "
         "seeds x datasets) and write them next to the paper's numbers to OUT/report.md or OUT/report.tex; "
-        "the report is also printed."
+        "the report is also printed. Every row names the profile, the query recipe, the datasets behind the "
+        "cell (with their transitions) and the paper's cell it is compared with, or why it is not comparable; "
+        "the tie-fair metrics stand beside the paper's. Each grid's wall and CPU time come from its meta.json."
     )
     add_out(parser, "results/ablations", "results root, where the report is written too (default: results/ablations)")
     parser.add_argument(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,9 @@ __all__ = [
     "results_recipe",
     "load_runs",
     "read_meta",
+    "grid_compute",
+    "grid_compute_text",
+    "dataset_order",
     "load_results",
     "load_run_values",
     "ablation_rows",
@@ -158,9 +161,50 @@ def load_runs(directory: str | os.PathLike) -> pd.DataFrame:
 
 def read_meta(directory: str | os.PathLike) -> dict[str, Any]:
     """``meta.json`` of a results directory: one session per invocation (command, machine,
-    profile, start time, wall seconds, runs completed) and ``total_wall_seconds``."""
+    profile, start time, wall seconds, CPU seconds where recorded, runs completed) and the
+    totals ``total_wall_seconds`` and ``total_cpu_seconds``."""
     path = Path(directory) / "meta.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def grid_compute(meta: Mapping[str, Any] | str | os.PathLike) -> dict[str, float | int]:
+    """A grid's compute time, summed over its invocations (the sessions of ``meta.json``).
+
+    Each session records its wall time and, since CPU time is recorded, ``cpu_seconds``: user
+    + system time of the invoking process and its child processes
+    (:func:`~opcc_edu.experiments.runner.process_cpu_seconds`). Sessions written before that
+    have no CPU time; they are counted apart, never as zero.
+
+    Args:
+        meta: a :func:`read_meta` mapping, or a results directory.
+
+    Returns:
+        ``wall_seconds`` (every session), ``cpu_seconds`` (the sessions that record it),
+        ``sessions`` and ``sessions_with_cpu``.
+    """
+    if not isinstance(meta, Mapping):
+        meta = read_meta(meta)
+    sessions = [s for s in meta.get("sessions", []) if isinstance(s, Mapping)]
+    timed = [s for s in sessions if s.get("cpu_seconds") is not None]
+    return {
+        "wall_seconds": round(sum(float(s.get("wall_seconds", 0.0)) for s in sessions), 1),
+        "cpu_seconds": round(sum(float(s["cpu_seconds"]) for s in timed), 1),
+        "sessions": len(sessions),
+        "sessions_with_cpu": len(timed),
+    }
+
+
+def grid_compute_text(meta: Mapping[str, Any] | str | os.PathLike) -> str:
+    """:func:`grid_compute` in words, e.g. ``"wall time 1200 s, CPU time 2300 s"``; a grid with
+    sessions that recorded no CPU time says over how many invocations the CPU time is summed."""
+    found = grid_compute(meta)
+    text = f"wall time {found['wall_seconds']:.0f} s"
+    if found["sessions_with_cpu"] == 0:
+        return text + ", CPU time not recorded"
+    text += f", CPU time {found['cpu_seconds']:.0f} s"
+    if found["sessions_with_cpu"] < found["sessions"]:
+        text += f" (recorded by {found['sessions_with_cpu']} of {found['sessions']} invocations; the others predate it)"
+    return text
 
 
 def load_results(directory: str | os.PathLike) -> pd.DataFrame:
@@ -274,9 +318,19 @@ def level_order(ablation: Ablation, levels: Iterable[str]) -> list[str]:
     if ablation.factor in ("horizon", "ensemble_count"):
         return sorted(levels, key=lambda v: int(v))
     if ablation.factor == "dataset":
-        known = ["random", "medium-replay", "medium", "medium-expert", "expert", "1k", "10k", "100k", "1m"]
-        return sorted(levels, key=lambda v: (known.index(v) if v in known else len(known), v))
+        return dataset_order(levels)
     return levels
+
+
+#: The paper's order of dataset names (Tables 1 and 2), locomotion types then maze sizes.
+_DATASET_ORDER = ("random", "medium-replay", "medium", "medium-expert", "expert", "1k", "10k", "100k", "1m")
+
+
+def dataset_order(datasets: Iterable[str]) -> list[str]:
+    """Distinct dataset names in the paper's order (unknown names last, alphabetically)."""
+    names = dict.fromkeys(str(d) for d in datasets)
+    known = list(_DATASET_ORDER)
+    return sorted(names, key=lambda v: (known.index(v) if v in known else len(known), v))
 
 
 def aggregate(
@@ -308,7 +362,8 @@ def aggregate(
 
     Returns:
         A tidy DataFrame with columns environment, factor, level, metric, mean, ci, n_samples,
-        in the ablation's level order.
+        datasets (the datasets of the cell's runs, comma-separated in the paper's order) and
+        profile (of its runs), in the ablation's level order.
     """
     import pandas as pd
 
@@ -338,9 +393,12 @@ def aggregate(
                         "mean": mean,
                         "ci": half,
                         "n_samples": int(len(cell)),
+                        "datasets": ", ".join(dataset_order(cell["dataset"])),
+                        "profile": ", ".join(dict.fromkeys(cell["profile"].astype(str))),
                     }
                 )
-    return pd.DataFrame(records, columns=["environment", "factor", "level", "metric", "mean", "ci", "n_samples"])
+    columns = ["environment", "factor", "level", "metric", "mean", "ci", "n_samples", "datasets", "profile"]
+    return pd.DataFrame(records, columns=columns)
 
 
 def _runs_of(

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING
 from ..display import Table
 from ..names import METRIC_NAMES, METRICS, QUERY_RECIPES, TIE_FAIR_METRICS
 from ..utils import check_choice
-from .analysis import aggregate, find_results_root, has_results, load_results, read_meta, results_recipe
+from .analysis import (
+    aggregate,
+    dataset_order,
+    find_results_root,
+    grid_compute_text,
+    has_results,
+    load_results,
+    read_meta,
+    results_recipe,
+)
 from .paper import compare_with_paper
 from .records import atomic_write
 from .registry import ABLATIONS
@@ -37,8 +46,10 @@ __all__ = [
     "profile_directories",
     "info_lines",
     "TIE_FAIR_EXPLANATION",
+    "COMPARABILITY_EXPLANATION",
     "TABLE_CAPTION",
     "TIE_FAIR_CAPTION",
+    "BESIDE_PAPER_METRICS",
 ]
 
 #: The caption of every results table in notebooks and on the book's pages (not in the text).
@@ -52,6 +63,18 @@ TABLE_CAPTION = (
 TIE_FAIR_CAPTION = (
     "Each cell: mean ± half-width of the 95% Student-t interval over runs; no metric has a unit. "
     "↓ lower is better, ↑ higher is better. Bold: the best level of its column within an environment."
+)
+
+#: How the report decides which of the paper's cells a cell of ours is compared with.
+COMPARABILITY_EXPLANATION = (
+    "Like with like: each row names the data behind our cell (profile, query recipe, datasets and the "
+    "number of transitions the profile keeps of each) and the paper's cell it is compared with. A locomotion "
+    "cell is compared with the paper's five-dataset mean only when all five dataset types are behind it; "
+    "a cell on one dataset is compared with the paper's Table 1 cell of that dataset when its level is the "
+    "paper's default model (EV, the full ensemble, every horizon, the default configuration), and is "
+    "otherwise not comparable. Maze cells are compared on the 1m recipe, whose size the profile caps. Cells "
+    "on another recipe's query sets than the paper's are not comparable. The paper's columns of a cell "
+    "that is not comparable show –."
 )
 
 #: What the tie-fair tables are, in one paragraph (printed above them in reports and the book).
@@ -73,20 +96,35 @@ def _fmt(mean: float, half: float, digits: int = 3, bound: bool = False) -> str:
     return format_mean_ci(float(mean), float(half), digits=digits)
 
 
+#: The tie-fair metrics shown beside the paper's in :func:`format_table` (``tie_fair=``): the
+#: tie-fair counterparts of AURCC and RPP, and the selective gain.
+BESIDE_PAPER_METRICS: tuple[str, ...] = ("expected_aurcc", "expected_rpp", "selective_gain")
+
+
 def format_table(
     comparison: pd.DataFrame,
     metrics: Sequence[str] = METRICS,
     fmt: str = "markdown",
     titles: Mapping[str, str] | None = None,
+    tie_fair: pd.DataFrame | None = None,
+    tie_fair_metrics: Sequence[str] = BESIDE_PAPER_METRICS,
 ) -> str:
     """Render :func:`compare_with_paper` as a table: per environment and level, each metric as
     "ours" and "paper" columns.
+
+    When the comparison judged each cell like with like (its ``comparable`` column is set:
+    :func:`~opcc_edu.experiments.paper_counterpart`), two columns follow the level: the data
+    behind our cell (profile, query recipe, datasets and their transitions) and the paper's cell
+    it is compared with, or why it is not comparable (the paper's columns then show "–").
 
     Args:
         comparison: output of :func:`compare_with_paper`.
         metrics: metric columns to show.
         fmt: ``"markdown"`` or ``"latex"``.
         titles: display names of the levels.
+        tie_fair: an :func:`~opcc_edu.experiments.aggregate` of the same cells holding
+            ``tie_fair_metrics``: they are shown beside the paper's metrics (ours only).
+        tie_fair_metrics: the tie-fair columns shown when ``tie_fair`` is given.
 
     Returns:
         The table as text: for ``"markdown"`` a :class:`opcc_edu.display.Table`, which a
@@ -96,19 +134,28 @@ def format_table(
     check_choice(fmt, ("markdown", "latex"), "format")
     for metric in metrics:
         check_choice(metric, METRICS, "metric (the paper reports only these)")
-    header = ["environment", "level"]
+    extra = list(tie_fair_metrics) if tie_fair is not None else []
+    for metric in extra:
+        check_choice(metric, TIE_FAIR_METRICS, "tie-fair metric")
+    context = "comparable" in comparison.columns and bool(comparison["comparable"].notna().any())
+    header = ["environment", "level", *(("data", "paper's cell") if context else ())]
     for metric in metrics:
         header += [f"{METRIC_NAMES[metric]} ours", f"{METRIC_NAMES[metric]} paper"]
+    header += [METRIC_NAMES[metric] for metric in extra]
     body: list[list[str]] = []
     values: list[list[float | None]] = []
     columns = (comparison["environment"], comparison["level"], comparison["paper_level"])
     keys = list(dict.fromkeys(zip(*columns, strict=True)))
     for env, lv, plv in keys:
         cells = [env, (titles or {}).get(lv, lv) + (f" (paper {plv})" if plv != lv else "")]
-        numbers: list[float | None] = [None, None]
         part = comparison[
             (comparison["environment"] == env) & (comparison["level"] == lv) & (comparison["paper_level"] == plv)
         ]
+        if context:
+            matched = part[part["comparable"].astype(bool)] if part["comparable"].notna().all() else part.iloc[0:0]
+            first = (matched if len(matched) else part).iloc[0]
+            cells += [str(first["data"]), str(first["paper_cell"])]
+        numbers: list[float | None] = [None] * len(cells)
         for metric in metrics:
             row = part[part["metric"] == metric]
             if len(row):
@@ -119,12 +166,24 @@ def format_table(
             else:
                 cells += ["–", "–"]
                 numbers += [None, None]
+        if extra:
+            here = tie_fair[(tie_fair["environment"] == env) & (tie_fair["level"] == lv)].drop_duplicates("metric")
+            here = here.set_index("metric")
+            for metric in extra:
+                known = metric in here.index
+                cells.append(_fmt(here.loc[metric, "mean"], here.loc[metric, "ci"]) if known else "–")
+                numbers.append(_shown(here.loc[metric, "mean"]) if known else None)
         body.append(cells)
         values.append(numbers)
+    text_columns = 4 if context else 2
     if fmt == "latex":
-        return _render(header, body, fmt)
-    better = [None, None, *(_better(metric) for metric in metrics for _ in ("ours", "paper"))]
-    spans = [("", 2), *((METRIC_NAMES[metric], 2) for metric in metrics)]
+        return _render(header, body, fmt, text_columns=text_columns)
+    better = [None] * text_columns
+    better += [_better(metric) for metric in metrics for _ in ("ours", "paper")]
+    better += [_better(metric) for metric in extra]
+    spans = [("", text_columns), *((METRIC_NAMES[metric], 2) for metric in metrics)]
+    if extra:
+        spans.append(("tie-fair (ours; the paper has none)", len(extra)))
     return Table(header, body, values=values, better=better, group=0, caption=TABLE_CAPTION, spans=spans)
 
 
@@ -184,8 +243,8 @@ def _better(metric: str) -> str | None:
     return "lower" if "(↓)" in name else "higher" if "(↑)" in name else None
 
 
-def _render(header: Sequence[str], body: Sequence[Sequence[str]], fmt: str) -> str:
-    """A Markdown or LaTeX (booktabs) table: two text columns, then numbers."""
+def _render(header: Sequence[str], body: Sequence[Sequence[str]], fmt: str, text_columns: int = 2) -> str:
+    """A Markdown or LaTeX (booktabs) table: ``text_columns`` text columns, then numbers."""
     if fmt == "markdown":
         return str(Table(header, body))
 
@@ -203,7 +262,7 @@ def _render(header: Sequence[str], body: Sequence[Sequence[str]], fmt: str) -> s
         )
 
     lines = [
-        "\\begin{tabular}{ll" + "r" * (len(header) - 2) + "}",
+        "\\begin{tabular}{" + "l" * text_columns + "r" * (len(header) - text_columns) + "}",
         "\\toprule",
         " & ".join(tex(h) for h in header) + " \\\\",
         "\\midrule",
@@ -272,24 +331,33 @@ def report_chunks(
     chunks.append(heading(1, "Ablations: ours next to Koul et al."))
     chunks.append(
         "Each cell is mean ± half-width of the 95% Student-t interval over the runs "
-        "(seeds × datasets) of that environment and level; the paper's cells are over 5 seeds "
-        "(× 5 datasets for locomotion)."
+        "(seeds × datasets) of that environment and level. The paper's cells are over 5 seeds per "
+        "dataset: its locomotion tables average over the five dataset types (5 × 5 = 25 runs, "
+        "although their captions say 50 samples), its maze tables use the 1m data."
     )
+    chunks.append(COMPARABILITY_EXPLANATION)
     chunks.append(TIE_FAIR_EXPLANATION)
+    if not any(name.rsplit("/", 1)[-1] == "paper" for name in found):
+        chunks.append(
+            "Still open: no run of the paper profile (100 members, the full datasets, on a GPU) is "
+            "committed; every grid below is a scaled-down profile."
+        )
     for profile_name in found:
         directory = root / profile_name
         results = load_results(directory)
         meta = read_meta(directory)
         recipe = results_recipe(directory)
         chunks.append(heading(2, f"Profile {profile_name.rsplit('/', 1)[-1]}, {recipe} query sets"))
+        if results.empty:
+            chunks.append(f"No finished run yet in `{profile_name}`." if md else "No finished run yet.")
+            continue
         sessions = meta.get("sessions", [])
         if sessions:
             machines = sorted({s.get("machine", "") for s in sessions})
             chunks.append(
-                f"{len(results['run_id'].unique())} runs; total wall time {meta.get('total_wall_seconds', 0):.0f} s; "
-                f"machine: {' | '.join(machines)}."
+                f"{len(results['run_id'].unique())} runs; {grid_compute_text(meta)}; machine: {' | '.join(machines)}."
             )
-            used = results.groupby("environment")["dataset"].agg(lambda d: ", ".join(sorted(set(d))))
+            used = results.groupby("environment")["dataset"].agg(lambda d: ", ".join(dataset_order(d)))
             chunks.append("Datasets: " + "; ".join(f"{env}: {names}" for env, names in used.items()) + ".")
             commands = list(dict.fromkeys(s.get("command", "") for s in sessions))
             chunks.append(
@@ -303,8 +371,9 @@ def report_chunks(
             tables = ", ".join(str(t) for t in ablation.paper_tables) or "none"
             chunks.append(heading(3, f"{ablation.title} (paper tables: {tables})"))
             titles = {level.label: level.display for level in ablation.levels}
-            chunks.append(format_table(compare_with_paper(ours, ablation), fmt=fmt, titles=titles))
             tie_fair = aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
+            comparison = compare_with_paper(ours, ablation, recipe=recipe)
+            chunks.append(format_table(comparison, fmt=fmt, titles=titles, tie_fair=tie_fair))
             chunks.append("Tie-fair metrics of the same cells (ours; the paper has none):")
             chunks.append(format_tie_fair_table(tie_fair, fmt=fmt, titles=titles))
     return chunks
@@ -334,8 +403,9 @@ def write_report(
 
 
 def profile_directories(root: str | os.PathLike) -> list[str]:
-    """Results directories under ``root``, relative to it and sorted: ``<recipe>/<profile>``
-    (:func:`~opcc_edu.experiments.results_dir`), and ``<profile>`` directly under ``root``."""
+    """Results directories under ``root``, relative to it: ``<recipe>/<profile>``
+    (:func:`~opcc_edu.experiments.results_dir`), and ``<profile>`` directly under ``root``;
+    recipe by recipe (``paper`` first), the largest profile first."""
     root = Path(root)
     if not root.is_dir():
         return []
@@ -343,7 +413,18 @@ def profile_directories(root: str | os.PathLike) -> list[str]:
     for recipe in QUERY_RECIPES:
         if (root / recipe).is_dir():
             found += [f"{recipe}/{p.name}" for p in (root / recipe).iterdir() if p.is_dir() and has_results(p)]
-    return sorted(found)
+    sizes = ("paper", "classroom", "tiny")
+
+    def order(name: str) -> tuple[int, int, str]:
+        recipe, _, profile = name.rpartition("/")
+        base = profile.split("-", 1)[0]
+        return (
+            QUERY_RECIPES.index(recipe) if recipe in QUERY_RECIPES else -1,
+            sizes.index(base) if base in sizes else len(sizes),
+            name,
+        )
+
+    return sorted(found, key=order)
 
 
 def info_lines() -> list[str]:

@@ -45,7 +45,32 @@ from .store import ResultsStore
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["results_dir", "machine_description", "grid_status", "run_grid", "run_ablation"]
+__all__ = ["results_dir", "machine_description", "process_cpu_seconds", "grid_status", "run_grid", "run_ablation"]
+
+
+def process_cpu_seconds() -> float:
+    """CPU time of this process so far, in seconds: user + system time of the process and of
+    its child processes that have ended and been waited for (:func:`os.times`).
+
+    A grid's session records the difference between its end and its start (``cpu_seconds`` in
+    ``meta.json``); worker processes of a local executor count once they have exited (the
+    session's last entry is written after they are joined). Ray tasks run in processes that
+    are not children of this one and are not counted.
+    """
+    times = os.times()
+    return float(times.user + times.system + times.children_user + times.children_system)
+
+
+class _Clock:
+    """Wall and CPU time since a session started; :meth:`stamp` writes both into the session."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = process_cpu_seconds()
+
+    def stamp(self, session: dict[str, Any]) -> None:
+        session["wall_seconds"] = round(time.perf_counter() - self.wall, 1)
+        session["cpu_seconds"] = round(process_cpu_seconds() - self.cpu, 1)
 
 
 def results_dir(
@@ -128,7 +153,7 @@ def _drive(
     max_runs: int | None,
     retries: int,
     session: dict[str, Any],
-    clock: float,
+    clock: _Clock,
     bar: Any,
     failed: list[RunFailure],
 ) -> None:
@@ -168,7 +193,7 @@ def _drive(
                 if finished.outcome is not None:
                     _save_outcome(store, run, finished.outcome)
                     session["runs_completed"] += 1
-                    session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+                    clock.stamp(session)
                     store.update_meta(session)
                     if bar is not None:
                         bar.update(1)
@@ -283,7 +308,7 @@ def run_grid(
     store.check_queries(queries)
     done = store.finished_ids()
     pending = [run for run in grid.runs() if run.run_id not in done]
-    started, clock = _dt.datetime.now(_dt.timezone.utc), time.perf_counter()
+    started, clock = _dt.datetime.now(_dt.timezone.utc), _Clock()
     argv = " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]])
     session = {
         "id": f"{started.isoformat(timespec='microseconds')}/{os.getpid()}",
@@ -295,6 +320,7 @@ def run_grid(
         "baseline": baseline,
         "started": started.isoformat(timespec="seconds"),
         "wall_seconds": 0.0,
+        "cpu_seconds": 0.0,
         "runs_completed": 0,
         "runs_in_grid": len(grid.runs()),
     }
@@ -327,7 +353,7 @@ def run_grid(
         if bar is not None:
             bar.close()
         if session["runs_completed"] or failed:
-            session["wall_seconds"] = round(time.perf_counter() - clock, 1)
+            clock.stamp(session)
             store.update_meta(session)
     if failed:
         raise RunsFailedError(failed, retries + 1, store.meta_json) from failed[0].exception

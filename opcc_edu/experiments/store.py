@@ -8,7 +8,7 @@ Layout of a results directory (one per profile)::
     results.csv         exported from the records, rewritten atomically after every run
     runs.csv            exported from the records, one row per finished run
     values/<run>.npz    the run's member values (written before its record)
-    meta.json           one session per invocation (command, machine, wall time)
+    meta.json           one session per invocation (command, machine, wall and CPU time)
     quarantine/, *.quarantine.csv, *.bak
                         what a repair set aside, never deleted
     .locks/             lock files (git ignores them)
@@ -554,7 +554,9 @@ class ResultsStore:
         return meta if isinstance(meta, dict) else {}
 
     def update_meta(self, session: Mapping[str, Any]) -> None:
-        """Add ``session`` to meta.json, or replace the entry with the same ``id``."""
+        """Add ``session`` to meta.json, or replace the entry with the same ``id``; recompute the
+        totals ``total_wall_seconds`` and ``total_cpu_seconds`` (over the sessions that record
+        ``cpu_seconds``, counted in ``sessions_with_cpu_seconds``)."""
         with self.locked():
             meta: dict[str, Any] = {"sessions": []}
             if self.meta_json.exists():
@@ -568,6 +570,10 @@ class ResultsStore:
             ]
             meta["sessions"] = sessions + [dict(session)]
             meta["total_wall_seconds"] = round(sum(float(s.get("wall_seconds", 0.0)) for s in meta["sessions"]), 1)
+            timed = [s for s in meta["sessions"] if s.get("cpu_seconds") is not None]
+            # sessions written before CPU time was recorded have none: the total covers the others
+            meta["total_cpu_seconds"] = round(sum(float(s["cpu_seconds"]) for s in timed), 1)
+            meta["sessions_with_cpu_seconds"] = len(timed)
             atomic_write(self.meta_json, (json.dumps(meta, indent=2) + "\n").encode())
 
 

@@ -149,7 +149,10 @@ def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         sessions = ex.read_meta(entry.directory).get("sessions", [])
         seconds = runs[runs["run_id"].isin(used)]["seconds"].sum()
         recipe = ex.results_recipe(entry.directory)
-        display_markdown(f"**Profile `{name}`, `{recipe}` query sets** — {len(used)} runs, {seconds:.0f} s of compute")
+        display_markdown(
+            f"**Profile `{name}`, `{recipe}` query sets** — {len(used)} runs, {seconds:.0f} s of compute; "
+            f"the whole grid: {ex.analysis.grid_compute_text(entry.directory)}"
+        )
         print("machine:", "; ".join(sorted({s["machine"] for s in sessions})))
         for command in dict.fromkeys(s["command"] for s in sessions if s.get("label") == entry.ablation.name):
             print("  ", command)
