@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from ..config import Profile, get_profile
-from ..dynamics.spec import MODEL_TYPES, REWARD_MODES, TERMINATION_MODES, ModelSpec, fields_dict
+from ..dynamics.spec import (
+    DEFAULT_AR_TARGETS,
+    MODEL_TYPES,
+    REWARD_MODES,
+    TERMINATION_MODES,
+    ModelSpec,
+    check_ar_targets,
+    fields_dict,
+    legacy_fields,
+)
 from ..utils import check_choice, check_positive_int, dataclass_from_dict
 
 
@@ -57,6 +66,12 @@ class EnsembleConfig:
     """Adam learning rate."""
     seed: int = 0
     """Seeds initialisation, bootstrap, minibatches and rollout noise."""
+    ar_targets: str = DEFAULT_AR_TARGETS
+    """Training objective of the autoregressive model (``model_type="ar"``): ``"all"`` teaches
+    every target dimension of every row (teacher forcing, the full autoregressive likelihood),
+    ``"one"`` one random dimension per row (the objective of ensembles trained before the
+    field existed); see :data:`opcc_edu.dynamics.spec.AR_TARGETS`. The feed-forward model
+    takes the default only, and its dicts, cache keys and labels never show the field."""
 
     # Fields that only change how a trained ensemble is used, not the ensemble itself.
     _ROLLOUT_ONLY = ("mixture",)
@@ -70,6 +85,7 @@ class EnsembleConfig:
         check_choice(self.model_type, MODEL_TYPES, "model_type")
         check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.reward, REWARD_MODES, "reward")
+        check_ar_targets(self.ar_targets, self.model_type)
         for name in ("stochastic", "normalize", "clip", "mixture"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -105,15 +121,18 @@ class EnsembleConfig:
         return cls(**{**sizes, **overrides})
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field, except ``reward`` at its default (``"learned"``): the
-        cache keys, saved metadata and records of such configs are those of before the field
-        existed."""
+        """JSON-ready dict of every field, except ``reward`` at its default (``"learned"``) and
+        ``ar_targets`` unless an autoregressive config uses ``"all"``
+        (:func:`opcc_edu.dynamics.spec.fields_dict`): the cache keys, saved metadata and records
+        of such configs are those of before the fields existed."""
         return fields_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnsembleConfig:
-        """The inverse of :meth:`to_dict`; unknown keys raise a ValueError listing the fields."""
-        return dataclass_from_dict(cls, data)
+        """The inverse of :meth:`to_dict`; unknown keys raise a ValueError listing the fields.
+        An autoregressive dict without ``ar_targets`` means ``"one"``, the objective it was
+        trained with (:func:`opcc_edu.dynamics.spec.legacy_fields`)."""
+        return dataclass_from_dict(cls, legacy_fields(data))
 
     def model_spec(self, env_name: str) -> ModelSpec:
         """The architecture of this config's ensemble for an environment."""
@@ -133,6 +152,7 @@ class EnsembleConfig:
             clip=self.clip,
             termination=self.termination,
             reward=self.reward,
+            ar_targets=self.ar_targets,
         )
 
     def training_fields(self) -> dict[str, Any]:

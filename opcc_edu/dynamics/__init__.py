@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .spec import ACTIVATION_NAMES, MODEL_TYPES, TERMINATION_MODES, ModelSpec
+from .spec import ACTIVATION_NAMES, AR_TARGETS, MODEL_TYPES, TERMINATION_MODES, ModelSpec
 
 _LAZY: dict[str, str] = {
     "EnsembleLinear": "layers",
@@ -61,4 +61,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["ACTIVATION_NAMES", "MODEL_TYPES", "TERMINATION_MODES", "ModelSpec", *_LAZY]
+__all__ = ["ACTIVATION_NAMES", "AR_TARGETS", "MODEL_TYPES", "TERMINATION_MODES", "ModelSpec", *_LAZY]

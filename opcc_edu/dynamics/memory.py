@@ -63,7 +63,8 @@ def training_bytes(spec: ModelSpec, transitions: int, batch_size: int) -> int:
 
     Counts the parameters with their gradients and Adam moments (and the frozen prior), each
     member's bootstrap indices (M x T int64), the transition tensors on the device and one
-    minibatch of hidden activations per member (kept for the backward pass).
+    minibatch of hidden activations per member (kept for the backward pass) -- K rows per
+    minibatch row for an autoregressive model taught every target dimension.
     """
     params = spec.parameter_count()
     prior = params if spec.prior_scale > 0 else 0
@@ -71,6 +72,8 @@ def training_bytes(spec: ModelSpec, transitions: int, batch_size: int) -> int:
     bootstrap = INDEX_BYTES * spec.ensemble_size * transitions
     data = FLOAT_BYTES * transitions * (spec.obs_dim + spec.act_dim + spec.target_dim + 1)
     rows = spec.ensemble_size * batch_size
+    if spec.model_type == "ar" and spec.ar_targets == "all":
+        rows *= spec.target_dim
     activations = (
         FLOAT_BYTES * rows * (2 * sum(spec.hidden_sizes) + spec.in_features + spec.out_features + spec.target_dim)
     )

@@ -6,7 +6,9 @@ choices a baseline makes (members, widths, model type, noise, prior, normalisati
 clipping, termination): a spec is always built from a complete configuration, normally
 :meth:`opcc_edu.baselines.EnsembleConfig.model_spec`, which holds the paper's defaults. The
 reward mode defaults to the paper's learned reward, which is also what a spec saved before the
-field existed means.
+field existed means. The autoregressive training objective (:data:`AR_TARGETS`) defaults to
+every target dimension per row; a saved autoregressive spec without the field was trained on
+one random dimension per row, and reads back so (:func:`legacy_fields`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ DEFAULT_REWARD_MODE = "learned"
 keys and files of configurations without the field stay as they were."""
 ACTIVATION_NAMES: tuple[str, ...] = ("silu", "relu", "tanh")
 """Hidden activations by name (MBPO uses SiLU, also called swish)."""
+AR_TARGETS: tuple[str, ...] = ("all", "one")
+"""What one training row of the autoregressive model teaches: ``"all"`` -- every target
+dimension, each conditioned on the true earlier ones (teacher forcing): the full
+autoregressive log-likelihood, the same number of targets per output dimension and step as the
+feed-forward model; ``"one"`` -- one dimension drawn at random per row (an unbiased estimate of
+the same loss with 1/K of its targets, at the feed-forward model's cost per step)."""
+DEFAULT_AR_TARGETS = "all"
+"""The default training objective of the autoregressive model."""
+LEGACY_AR_TARGETS = "one"
+"""What an autoregressive spec or config dict without ``ar_targets`` means: the objective of
+the ensembles trained before the field existed. Dicts leave ``ar_targets`` out at this value
+(and always for the feed-forward model, which it does not concern), so those ensembles keep
+their cache keys and labels while the default objective gets new ones."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +84,9 @@ class ModelSpec:
     """``"learned"`` or ``"predefined"`` (see :data:`REWARD_MODES`): in predefined mode the last
     target column is the reward feature and :meth:`DynamicsEnsemble.step` applies the
     environment's reward function."""
+    ar_targets: str = DEFAULT_AR_TARGETS
+    """Autoregressive training objective, ``"all"`` or ``"one"`` (see :data:`AR_TARGETS`);
+    the feed-forward model takes the default only."""
 
     def __post_init__(self) -> None:
         check_positive_int(self.obs_dim, "obs_dim")
@@ -78,6 +96,7 @@ class ModelSpec:
         check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.activation, ACTIVATION_NAMES, "activation")
         check_choice(self.reward, REWARD_MODES, "reward")
+        check_ar_targets(self.ar_targets, self.model_type)
         if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
             raise ValueError(f"hidden_sizes must name at least one hidden layer, got {self.hidden_sizes!r}")
         for h in self.hidden_sizes:
@@ -115,24 +134,63 @@ class ModelSpec:
         return self.ensemble_size * (per_member + logvar)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field, except ``reward`` at its default (``"learned"``): the
-        spec saved with an ensemble is then the same as before the field existed."""
+        """JSON-ready dict of every field, except ``reward`` at its default (``"learned"``) and
+        ``ar_targets`` unless an autoregressive model uses ``"all"`` (see :func:`fields_dict`):
+        the spec saved with an ensemble is then the same as before those fields existed."""
         return fields_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        """The inverse of :meth:`to_dict` (a dict without ``reward`` means ``"learned"``)."""
-        return dataclass_from_dict(cls, data)
+        """The inverse of :meth:`to_dict` (a dict without ``reward`` means ``"learned"``; an
+        autoregressive one without ``ar_targets`` means ``"one"``, see :func:`legacy_fields`)."""
+        return dataclass_from_dict(cls, legacy_fields(data))
+
+
+def check_ar_targets(ar_targets: Any, model_type: str) -> str:
+    """Return ``ar_targets`` if it is one of :data:`AR_TARGETS` and fits ``model_type``.
+
+    Raises:
+        ValueError: naming ``ar_targets`` and the valid choices, or saying that the
+            feed-forward model takes only the default.
+    """
+    check_choice(ar_targets, AR_TARGETS, "ar_targets")
+    if model_type != "ar" and ar_targets != DEFAULT_AR_TARGETS:
+        raise ValueError(
+            f"ar_targets={ar_targets!r} applies to the autoregressive model only (model_type='ar'); "
+            f"model_type={model_type!r} takes the default {DEFAULT_AR_TARGETS!r}"
+        )
+    return ar_targets
+
+
+def legacy_fields(data: Any) -> dict[str, Any]:
+    """A spec or config dict with the meaning of its missing fields made explicit.
+
+    An autoregressive dict without ``ar_targets`` was written before the field existed, when
+    the model was trained on one random target dimension per row: it means
+    :data:`LEGACY_AR_TARGETS`. Other missing fields take their defaults.
+    """
+    data = dict(data)
+    if data.get("model_type") == "ar" and "ar_targets" not in data:
+        data["ar_targets"] = LEGACY_AR_TARGETS
+    return data
 
 
 def fields_dict(obj: Any) -> dict[str, Any]:
-    """JSON-ready dict of a dataclass's fields (tuples as lists), without ``reward`` when it
-    has its default value :data:`DEFAULT_REWARD_MODE` (shared by :class:`ModelSpec` and
-    :class:`opcc_edu.baselines.EnsembleConfig`, whose dicts name cache files and records)."""
+    """JSON-ready dict of a dataclass's fields (tuples as lists), shared by :class:`ModelSpec`
+    and :class:`opcc_edu.baselines.EnsembleConfig`, whose dicts name cache files and records.
+
+    Two fields are left out where the dicts of before they existed must stay the same:
+    ``reward`` at its default :data:`DEFAULT_REWARD_MODE`, and ``ar_targets`` except for an
+    autoregressive model with a value other than :data:`LEGACY_AR_TARGETS` -- so feed-forward
+    dicts never show it, a one-dimension autoregressive ensemble keeps its old dict, and one
+    trained on every dimension gets a dict (and a cache key and label) of its own.
+    """
     out = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if f.name == "reward" and value == DEFAULT_REWARD_MODE:
+            continue
+        if f.name == "ar_targets" and (obj.model_type != "ar" or value == LEGACY_AR_TARGETS):
             continue
         out[f.name] = list(value) if isinstance(value, tuple) else value
     return out

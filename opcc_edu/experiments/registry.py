@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 
 from ..baselines.config import BASELINE_DEFAULTS
+from ..dynamics.spec import DEFAULT_AR_TARGETS, LEGACY_AR_TARGETS, check_ar_targets
 from ..utils import check_choice
 
 __all__ = [
     "BASELINE_DEFAULTS",
     "PAPER_ENSEMBLE_COUNTS",
     "SELECTION_FACTORS",
+    "SUB_OPTIONS",
     "Level",
     "Ablation",
     "ABLATIONS",
@@ -38,6 +40,10 @@ PAPER_ENSEMBLE_COUNTS: tuple[int, ...] = (10, 20, 40, 80, 100)
 
 #: Factors whose levels are read from the default configuration's runs (columns of the results).
 SELECTION_FACTORS: tuple[str, ...] = ("dataset", "horizon", "confidence", "ensemble_count")
+
+#: Configuration fields that are not factors of the paper's baseline but sub-options of one:
+#: ``ar_targets``, the training objective of the autoregressive model (``model_type="ar"``).
+SUB_OPTIONS: dict[str, Any] = {"ar_targets": DEFAULT_AR_TARGETS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +193,7 @@ ABLATIONS: dict[str, Ablation] = {
             factor="model_type",
             levels=(
                 Level("ff", {"model_type": "ff"}, "feed-forward"),
-                Level("ar", {"model_type": "ar"}, "autoregressive"),
+                Level("ar", {"model_type": "ar", "ar_targets": "all"}, "autoregressive"),
             ),
             paper_tables=(7, 13),
             hypothesis="Autoregressive models (Zhang et al.) predict one dimension at a time, "
@@ -272,38 +278,57 @@ def configuration_label(overrides: Mapping[str, Any] | None = None) -> str:
     """Canonical label of a configuration: ``"default"`` or ``"key=value;..."`` (sorted).
 
     Overrides equal to :data:`BASELINE_DEFAULTS` are dropped, so ``{"prior_scale": 0}`` and
-    ``{}`` name the same run.
+    ``{}`` name the same run. The autoregressive model's training objective ``ar_targets``
+    (:data:`SUB_OPTIONS`) is named whenever it differs from the objective of the runs labelled
+    before it existed (one random dimension per row): ``{"model_type": "ar"}`` -- every
+    dimension, the default -- is ``"ar_targets=all;model_type=ar"``, while
+    ``{"model_type": "ar", "ar_targets": "one"}`` keeps the older label ``"model_type=ar"``.
 
     Raises:
-        ValueError: for a key that is not a field of :data:`BASELINE_DEFAULTS`.
+        ValueError: for a key that is neither a field of :data:`BASELINE_DEFAULTS` nor of
+            :data:`SUB_OPTIONS`, or an ``ar_targets`` that is unknown or set for a
+            feed-forward model.
     """
-    parts = []
-    for key in sorted(overrides or {}):
-        check_choice(key, BASELINE_DEFAULTS, "configuration field")
+    overrides = dict(overrides or {})
+    fields = {**BASELINE_DEFAULTS, **SUB_OPTIONS}
+    parts = {}
+    for key in sorted(overrides):
+        check_choice(key, fields, "configuration field")
         value = overrides[key]
-        if format_value(value) != format_value(BASELINE_DEFAULTS[key]):
-            parts.append(f"{key}={format_value(value)}")
-    return ";".join(parts) or "default"
+        if key not in SUB_OPTIONS and format_value(value) != format_value(BASELINE_DEFAULTS[key]):
+            parts[key] = f"{key}={format_value(value)}"
+    model_type = format_value(overrides.get("model_type", BASELINE_DEFAULTS["model_type"]))
+    ar_targets = check_ar_targets(overrides.get("ar_targets", DEFAULT_AR_TARGETS), model_type)
+    if model_type == "ar" and ar_targets != LEGACY_AR_TARGETS:
+        parts["ar_targets"] = f"ar_targets={ar_targets}"
+    return ";".join(parts[key] for key in sorted(parts)) or "default"
 
 
 def parse_configuration(label: str) -> dict[str, Any]:
     """The overrides named by a :func:`configuration_label` (its inverse).
 
+    A label with ``model_type=ar`` and no ``ar_targets`` names the one-dimension objective
+    (``"ar_targets": "one"``), the only one before the field existed.
+
     Raises:
-        ValueError: for a field that is not one of :data:`BASELINE_DEFAULTS`.
+        ValueError: for a field that is neither one of :data:`BASELINE_DEFAULTS` nor of
+            :data:`SUB_OPTIONS`.
     """
     if label == "default":
         return {}
+    fields = {**BASELINE_DEFAULTS, **SUB_OPTIONS}
     out: dict[str, Any] = {}
     for part in label.split(";"):
         key, text = part.split("=", 1)
-        reference = BASELINE_DEFAULTS[check_choice(key, BASELINE_DEFAULTS, "configuration field")]
+        reference = fields[check_choice(key, fields, "configuration field")]
         if isinstance(reference, bool):
             out[key] = text == "true"
         elif isinstance(reference, float):
             out[key] = float(text)
         else:
             out[key] = text
+    if out.get("model_type") == "ar" and "ar_targets" not in out:
+        out["ar_targets"] = LEGACY_AR_TARGETS
     return out
 
 
