@@ -39,6 +39,9 @@ EXPLORER_NOTE = (
 
 _DIRECTIONS = ("lower", "higher", None)
 
+#: Text cells longer than this many characters are at least 10 em wide on the page.
+_WRAP_AFTER = 24
+
 
 class Table(str):
     """A table whose text is Markdown and whose notebook display is HTML.
@@ -137,7 +140,12 @@ class Table(str):
 
     @staticmethod
     def _cell(tag: str, numeric: bool, text: str, best: bool = False) -> str:
-        style = ' style="text-align: right; white-space: nowrap"' if numeric else ""
+        if numeric:
+            style = ' style="text-align: right; white-space: nowrap"'
+        elif len(text) > _WRAP_AFTER:  # long text wraps into a few lines, not a column of single words
+            style = ' style="min-width: 10em"'
+        else:
+            style = ""
         body = f"<strong>{html.escape(text)}</strong>" if best else html.escape(text)
         mark = ' class="best"' if best else ""
         return f"<{tag}{mark}{style}>{body}</{tag}>"

@@ -10,7 +10,8 @@ read the same two values. Publishing means setting them and running::
 For each chapter under ``book/`` this
 
 * puts a Colab badge below the title (:func:`colab_address`, the same address as the page's
-  launch button);
+  launch button); the notebook names Colab's image of the badge, which the book's pages show
+  from their own files (``book/_ext/colab_badge.py`` swaps in ``book/_ext/colab-badge.svg``);
 * puts the install cell right below the title cell, tagged ``remove-cell`` (the page does not
   show it), with the source of :func:`install_cell_source`: on Colab it fetches the repository
   at the configured revision (git checks every object against its hash, so a commit id pins the
@@ -57,7 +58,9 @@ def colab_address(url: str, ref: str, chapter: str) -> str:
     return f"https://colab.research.google.com/github/{path}/blob/{ref}/book/{chapter}.ipynb"
 
 
-BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+#: Colab's image of the badge (= ``COLAB_BADGE_URL`` of ``book/_ext/colab_badge.py``).
+BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BADGE = f"[![Open In Colab]({BADGE_IMAGE})]"
 
 
 def with_badge(title_source: str, address: str) -> str:

@@ -15,11 +15,15 @@ its ``html`` folder. For every chapter page found:
 * every cell whose code draws a figure shows an image, no wider than the page (so that its
   text keeps the style's 9 pt);
 * every widget output has a static image in the same cell or an adjacent one;
-* every link to another file of the book resolves, and MathJax comes from the book's own files.
+* every link to another file of the book resolves, and MathJax comes from the book's own files;
+* the widget manager too: no page loads a script from a widget-manager or require.js CDN, a page
+  with widgets loads the book's copy (``_vendor/jupyter-widgets``, ``scripts/vendor_widgets.py``),
+  and no image (the Colab badge included) comes from elsewhere.
 
 :func:`test_pages_in_a_browser` opens one page per part of the book in headless Chromium
 (selenium and the system's ``chromium``/``chromedriver``): no JavaScript errors, every image
-loaded, a visible table on an ablation page; screenshots go to ``$OPCC_EDU_SCREENSHOTS``.
+loaded, every widget drawn (not a blank area), a visible table on an ablation page; screenshots go
+to ``$OPCC_EDU_SCREENSHOTS``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ PLOTTING = re.compile(
 #: Figures drawn only where an OpenGL backend exists (skipped, with a printed note, elsewhere).
 NEEDS_OPENGL = re.compile(r"render_states|plot_start_frames")
 WIDGET = "application/vnd.jupyter.widget-view+json"
+#: Script addresses of a widget manager or require.js from a CDN (myst-nb's default, which leaves
+#: the widget areas blank offline).
+WIDGET_CDN = re.compile(r"require(\.min)?\.js|html-manager|embed-amd|jupyter-widgets|cdn\.jsdelivr|unpkg\.com|cdnjs")
+#: The book's own widget manager, relative to ``_static`` (``_config.yml``: ``nb_ipywidgets_js``).
+WIDGET_MANAGER = ("jupyter-widgets/mathjax-hub.js", "jupyter-widgets/embed.js")
 #: Widest figure, in image pixels, that the page shows without shrinking its 9 pt text below 9 pt:
 #: the book's output column is 692 CSS px wide at a 1300 px window; at figure.dpi = 100 a 9 pt
 #: label is 12.5 px tall, and 12 px is 9 pt on screen, so 692 / (12 / 12.5) = 720.
@@ -208,6 +217,34 @@ def test_internal_links_resolve(entry):
     assert all(not urlparse(src).scheme for src in mathjax), f"{entry}: MathJax from outside the book: {mathjax}"
 
 
+@needs_book
+@pytest.mark.parametrize("entry", sorted(PAGES), ids=lambda e: Path(e).name)
+def test_widget_manager_and_images_come_from_the_book(entry):
+    page = PAGES[entry]
+    soup = _soup(page)
+    scripts = [node["src"] for node in soup.find_all("script", src=True)]
+    external = [src for src in scripts if urlparse(src).scheme or urlparse(src).netloc]
+    assert not [src for src in external if WIDGET_CDN.search(src)], f"{entry}: widget manager from a CDN: {external}"
+    images = [node.get("src", "") for node in soup.find_all("img")]
+    assert not [src for src in images if urlparse(src).scheme in ("http", "https")], (
+        f"{entry}: images from outside the book: {[s for s in images if urlparse(s).scheme][:3]}"
+    )
+    # MathJax loads its extensions itself; a page that loads them as scripts (Jupyter Book does
+    # for every script of html_static_path once a _static folder exists) throws on each.
+    stray = [src for src in scripts if "/mathjax/" in src and "tex-mml-chtml" not in src]
+    assert not stray, f"{entry}: MathJax's own files loaded as page scripts: {stray[:3]}"
+    if soup.find("script", attrs={"type": WIDGET}) is None:
+        return
+    local = [urlparse(src).path for src in scripts if not urlparse(src).scheme]
+    for name in WIDGET_MANAGER:
+        found = [path for path in local if path.endswith(f"_static/{name}")]
+        assert found, f"{entry}: has widgets but does not load the book's {name} (scripts: {scripts})"
+        assert (page.parent / unquote(found[0])).is_file(), f"{entry}: {found[0]} is not in the build"
+    assert local.index(next(p for p in local if p.endswith(WIDGET_MANAGER[0]))) < local.index(
+        next(p for p in local if p.endswith(WIDGET_MANAGER[1]))
+    ), f"{entry}: {WIDGET_MANAGER[0]} must load before {WIDGET_MANAGER[1]}"
+
+
 def test_checks_find_what_they_look_for():
     page = bs4.BeautifulSoup(
         '<div class="cell"><div class="cell_input"><pre>fig, ax = plt.subplots()</pre></div>'
@@ -221,6 +258,8 @@ def test_checks_find_what_they_look_for():
     assert WARNING_TEXT.search(_outputs(cell)[0].get_text())
     assert not RAW_TABLE_RULE.search("a | b\nvalue ± 0.1 | - |")
     assert not WARNING_TEXT.search("StoreWarning: a torn line was set aside")  # printed on purpose
+    cdn = "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js"
+    assert WIDGET_CDN.search(cdn) and WIDGET_CDN.search("https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.4/r.js")
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +284,24 @@ def _browser():
     return webdriver.Chrome(service=Service(driver), options=options)
 
 
+def _wait_for_widgets(browser, seconds: float = 15.0) -> tuple[int, int]:
+    """Widget views on the page, and how many the manager drew (a visible area with content)."""
+    import time
+
+    script = (
+        f"const views = document.querySelectorAll('script[type=\"{WIDGET}\"]').length;"
+        "const drawn = Array.from(document.querySelectorAll('.widget-subarea'))"
+        ".filter(e => e.offsetHeight > 0 && e.querySelector('.jupyter-widgets, .widget-box, .widget-output')).length;"
+        "return [views, drawn];"
+    )
+    deadline = time.monotonic() + seconds
+    views, drawn = browser.execute_script(script)
+    while drawn < views and time.monotonic() < deadline:
+        time.sleep(0.25)
+        views, drawn = browser.execute_script(script)
+    return views, drawn
+
+
 def _sample_entries() -> list[str]:
     """The introduction and the first chapter of each part of the book."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -267,6 +324,7 @@ def test_pages_in_a_browser():
     try:
         for entry in sample:
             browser.get(PAGES[entry].resolve().as_uri())
+            views, drawn = _wait_for_widgets(browser)  # drawn after the load event: errors come later
             errors = [
                 entry_["message"]
                 for entry_ in browser.get_log("browser")
@@ -280,6 +338,7 @@ def test_pages_in_a_browser():
                 ".map(i => i.src).filter(s => s.startsWith('file:'))"
             )
             assert not broken, f"{entry}: images that did not load: {broken[:3]}"
+            assert drawn == views, f"{entry}: {views - drawn} of {views} widgets left blank"
             if "ablation" in entry:
                 rows = browser.execute_script(
                     "return Array.from(document.querySelectorAll('table.opcc-table tbody tr'))"

@@ -210,7 +210,7 @@ def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log
         ax.axvline(set_gap_threshold(queries, h), color=color, lw=0.8, ls=":")
     unit = _value_unit(queries.env_name)
     ax.set_xlabel(f"value gap $|V^{{\\pi}}(s,h) - V^{{\\hat\\pi}}(\\hat s,h)|$ ({unit})")
-    ax.set_ylabel("queries")
+    ax.set_ylabel("queries (count)")
     ax.set_title(f"{queries.env_name}: value gaps (dotted: filter threshold)")
     ax.legend()
     return ax
@@ -298,16 +298,16 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
             states = traj.states[row]
             axes[0].plot(steps[valid[row]], states[valid[row], 0], color=SIDE_COLORS[side], label=labels[side])
             axes[1].plot(steps[valid[row]], states[valid[row], 1], color=SIDE_COLORS[side])
-        axes[0].set_xlabel("step")
+        axes[0].set_xlabel("time step")
         axes[0].set_ylabel("root x position (m)")
-        axes[1].set_xlabel("step")
+        axes[1].set_xlabel("time step")
         axes[1].set_ylabel("root height (m)" if spec.name != "halfcheetah" else "root z (m)")
         reward_ax = axes[2]
     for row, side in enumerate("ab"):
         reward_ax.step(
             steps[valid[row]], cumulative[row, valid[row]], where="post", color=SIDE_COLORS[side], label=labels[side]
         )
-    reward_ax.set_xlabel("step")
+    reward_ax.set_xlabel("time step")
     reward_ax.set_ylabel(f"cumulative reward ({_value_unit(queries.env_name)})")
     answer = "V_a < V_b" if queries.target[i] else "V_a > V_b"
     form = "same start state" if queries.same_state[i] else "two start states"

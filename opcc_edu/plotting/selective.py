@@ -135,7 +135,7 @@ def plot_comparison(
     if multi_env:  # one tick label per (environment, level): turn them so they stay readable
         ax.tick_params(axis="x", labelrotation=90)
     ax.set_ylabel(f"{METRIC_NAMES[metric]} (fraction)")
-    ax.set_xlabel("level")
+    ax.set_xlabel("environment and ablation level" if multi_env else "ablation level")
     ax.legend()
     return ax
 
