@@ -18,9 +18,14 @@ steps:
 6. :func:`run_live` -- the same ablation, live, in the active profile;
 7. :func:`comparison_explorer` -- ours against the paper, any metric, any set of results.
 
-Verdicts return their lines (a list of strings) so that they can be tested and printed alike.
+Verdicts return a :class:`Verdict`: their lines (a list of strings, tested and printed alike)
+with the outcome per environment -- reproduced, reversed or inconclusive (:data:`VERDICTS`) --
+and :attr:`Verdict.overall`. :func:`findings_at_a_glance` judges every finding of the paper
+(:data:`FINDINGS`) on every committed set of results; :func:`glance_table` shows it, each
+finding linked to its chapter.
 """
 
+from .glance import FINDINGS, Finding, chapter_name, findings_at_a_glance, glance_table, judge_finding
 from .live import live_directory, live_run_problems, remove_stale_live_directories, run_live
 from .results import (
     AblationResults,
@@ -39,20 +44,33 @@ from .results import (
     voting_prefix_explorer,
 )
 from .verdicts import (
+    PAPER_CLAIMS,
+    VERDICTS,
     Expectation,
+    Verdict,
     agreement_summary,
+    combine_outcomes,
     contrast_verdict,
     dataset_spread_verdict,
     ensemble_size_verdict,
+    judge_difference,
     level_difference_verdict,
     level_findings,
+    paper_claims,
     trend_verdict,
 )
 
 __all__ = [
     "AblationResults",
     "Expectation",
+    "FINDINGS",
+    "Finding",
+    "PAPER_CLAIMS",
+    "VERDICTS",
+    "Verdict",
     "agreement_summary",
+    "chapter_name",
+    "combine_outcomes",
     "comparison_explorer",
     "contrast_verdict",
     "dataset_spread_verdict",
@@ -61,12 +79,17 @@ __all__ = [
     "draw_comparison",
     "draw_rccs",
     "ensemble_size_verdict",
+    "findings_at_a_glance",
+    "glance_table",
+    "judge_difference",
+    "judge_finding",
     "level_difference_verdict",
     "level_findings",
     "level_titles",
     "live_directory",
     "live_run_problems",
     "load_committed",
+    "paper_claims",
     "paper_table",
     "remove_stale_live_directories",
     "report_findings",

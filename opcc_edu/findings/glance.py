@@ -1,0 +1,275 @@
+"""Findings at a glance: one row per finding of the paper, our verdict per set of committed results.
+
+:data:`FINDINGS` holds, per ablation of :data:`opcc_edu.experiments.ABLATIONS`, the paper's
+finding in a few words and how a verdict function of :mod:`opcc_edu.findings.verdicts` judges
+an aggregate of ours against it. :func:`judge_finding` applies it to one table;
+:func:`findings_at_a_glance` applies it to every committed results directory
+(``results/ablations/<recipe>/<profile>``) and :func:`glance_table` shows the result as a table,
+each finding linked to its chapter.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .. import experiments as ex
+from ..display import Table
+from .verdicts import (
+    Expectation,
+    Verdict,
+    contrast_verdict,
+    dataset_spread_verdict,
+    ensemble_size_verdict,
+    level_difference_verdict,
+    paper_claims,
+    trend_verdict,
+)
+
+__all__ = [
+    "Finding",
+    "FINDINGS",
+    "GLANCE_CAPTION",
+    "chapter_name",
+    "judge_finding",
+    "findings_at_a_glance",
+    "glance_table",
+]
+
+#: The caption of the findings-at-a-glance table.
+GLANCE_CAPTION = (
+    "One row per finding of the paper; per set of committed results (profile, query recipe), our verdict: "
+    "reproduced, reversed or inconclusive, for a majority of the environments judged (the counts in brackets), "
+    "read from disjoint or overlapping 95% intervals. – : no result of that ablation in that set."
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding of the paper and how a verdict function judges it.
+
+    Attributes:
+        ablation: registry key of :data:`opcc_edu.experiments.ABLATIONS`.
+        words: the paper's finding in a few words.
+        judge: the verdict on an aggregate of ours (:func:`opcc_edu.experiments.aggregate`
+            with :data:`opcc_edu.names.TABLE_METRICS`); ``None`` for an ablation the paper
+            states no finding about.
+    """
+
+    ablation: str
+    words: str
+    judge: Callable[[pd.DataFrame], Verdict] | None
+
+
+def _both(first: Verdict, second: Verdict) -> Verdict:
+    """Two parts of one finding: every line, and per environment the two outcomes combined."""
+    from .verdicts import combine_outcomes
+
+    keys = list(dict.fromkeys([*first.outcomes, *second.outcomes]))
+    outcomes = {key: combine_outcomes([v.outcomes[key] for v in (first, second) if key in v.outcomes]) for key in keys}
+    return Verdict([*first, *second], outcomes)
+
+
+def _paper_table_verdict(ablation: str, metrics: Sequence[str]) -> Callable[[pd.DataFrame], Verdict]:
+    """Every level against the reference, per environment, judged against the paper's own cell
+    of that environment (:func:`~opcc_edu.findings.verdicts.paper_claims`), metric by metric."""
+
+    def judge(table: pd.DataFrame) -> Verdict:
+        verdict = level_difference_verdict(table, ablation, metric=metrics[0])
+        for metric in metrics[1:]:
+            verdict = _both(verdict, level_difference_verdict(table, ablation, metric=metric))
+        return verdict
+
+    return judge
+
+
+def _worse_without(ablation: str) -> Callable[[pd.DataFrame], Verdict]:
+    """A switch the paper calls important without a table: every other level has a higher AURCC."""
+    return lambda table: level_difference_verdict(table, ablation, metric="aurcc", claims="higher")
+
+
+def _confidence(table: pd.DataFrame) -> Verdict:
+    """PCI against EV: AURCC and CR_K judged against the paper's cell of each environment."""
+    pci = table[table["level"].isin(["ev", "pci"])]
+    claims = {metric: paper_claims("confidence", metric) for metric in ("aurcc", "cr_k")}
+    parts = []
+    for env in dict.fromkeys(pci["environment"]):
+        if env not in claims["aurcc"]:
+            continue
+        expectations = [
+            Expectation(metric, "lower", claim=claims[metric][env]["pci"], digits=3 if metric == "aurcc" else 2)
+            for metric in ("aurcc", "cr_k")
+        ]
+        parts.append(contrast_verdict(pci[pci["environment"] == env], "pci", "ev", expectations))
+    return sum(parts[1:], parts[0]) if parts else Verdict()
+
+
+#: The paper's findings, one per ablation, in the registry's order.
+FINDINGS: tuple[Finding, ...] = (
+    Finding(
+        "dataset-type",
+        "Environments differ far more than dataset types within one",
+        dataset_spread_verdict,
+    ),
+    Finding("horizon", "AURCC grows with the query horizon", lambda t: trend_verdict(t, level_prefix="h=")),
+    Finding(
+        "confidence",
+        "PCI vs EV: AURCC lower or higher by environment (Tables 4, 16); CR_K much lower",
+        _confidence,
+    ),
+    Finding(
+        "ensemble-count",
+        "From the smallest to the full ensemble AURCC barely changes, CR_K grows",
+        ensemble_size_verdict,
+    ),
+    Finding(
+        "prior-scale",
+        "A randomized prior brings no significant improvement (large maze aside)",
+        _paper_table_verdict("prior-scale", ("aurcc",)),
+    ),
+    Finding(
+        "stochastic",
+        "Stochastic and deterministic members differ little",
+        _paper_table_verdict("stochastic", ("aurcc",)),
+    ),
+    Finding(
+        "model-type",
+        "Autoregressive models: no AURCC gain; a higher CR_K on locomotion",
+        _paper_table_verdict("model-type", ("aurcc", "cr_k")),
+    ),
+    Finding(
+        "normalization",
+        "Input normalization matters little; it changes AURCC in some mazes (Table 15)",
+        _paper_table_verdict("normalization", ("aurcc",)),
+    ),
+    Finding("clipping", "Clipping matters: unclipped rollouts do worse (no table)", _worse_without("clipping")),
+    Finding(
+        "termination",
+        "A predefined termination function matters: the others do worse (no table)",
+        _worse_without("termination"),
+    ),
+    Finding("reward", "Not studied by the paper (it learns the reward)", None),
+    Finding("mixture", "An option of the reference code, without a finding", None),
+)
+
+
+def chapter_name(ablation: str | ex.Ablation) -> str:
+    """The chapter of an ablation: ``ablation_<name>`` (``-`` becomes ``_``), under ``book/``."""
+    return "ablation_" + ex.get_ablation(ablation).name.replace("-", "_")
+
+
+def _book_dir() -> Path | None:
+    """The book's chapters next to the package's source tree (an editable install), if present."""
+    folder = Path(__file__).resolve().parents[2] / "book"
+    return folder if folder.is_dir() else None
+
+
+def judge_finding(finding: Finding | str, table: pd.DataFrame) -> Verdict | None:
+    """The verdict of one finding on an aggregate of ours (``None`` for a finding not judged).
+
+    Args:
+        finding: a :class:`Finding` or an ablation's registry key.
+        table: :func:`opcc_edu.experiments.aggregate` of that ablation, with the metrics the
+            verdict reads (the paper's four; ``aggregate``'s default).
+    """
+    if isinstance(finding, str):
+        finding = next(f for f in FINDINGS if f.ablation == ex.get_ablation(finding).name)
+    if finding.judge is None or table.empty:
+        return None
+    return finding.judge(table)
+
+
+def findings_at_a_glance(root: str | os.PathLike | None = None) -> pd.DataFrame:
+    """One row per finding of the paper, our verdict per set of committed results.
+
+    Reads the committed results only (no run): every directory ``<recipe>/<profile>`` under
+    ``root`` (:func:`opcc_edu.experiments.report.profile_directories`, paper recipe first, the
+    largest profile first). A directory holds a configuration ablation only with all its levels.
+
+    Args:
+        root: the ``results/ablations`` directory (default: the repository's,
+            :func:`opcc_edu.experiments.find_results_root`).
+
+    Returns:
+        DataFrame with ablation, title, finding (the paper's, in words), paper_tables, one
+        column per results directory (named ``"<profile> (<recipe> queries)"``: the verdict's
+        :meth:`~opcc_edu.findings.verdicts.Verdict.summary`, ``"–"`` without results, ``"not
+        judged"`` for a finding the paper does not state), chapter (a MyST ``{doc}`` link, empty
+        when the chapter does not exist) and chapter_name. ``attrs["verdicts"]`` maps
+        (ablation, column) to the :class:`~opcc_edu.findings.verdicts.Verdict`.
+    """
+    from ..experiments.report import profile_directories
+
+    root_path = Path(root) if root is not None else ex.find_results_root()
+    directories = profile_directories(root_path) if root_path is not None else []
+    columns: dict[str, pd.DataFrame] = {}
+    for name in directories:
+        results = ex.load_results(root_path / name)
+        if results.empty:
+            continue
+        recipe = ex.results_recipe(root_path / name)
+        columns[f"{name.rsplit('/', 1)[-1]} ({recipe} queries)"] = results
+    book = _book_dir()
+    rows, verdicts = [], {}
+    for finding in FINDINGS:
+        ablation = ex.get_ablation(finding.ablation)
+        chapter = chapter_name(ablation)
+        exists = book is None or (book / f"{chapter}.ipynb").exists()
+        row = {
+            "ablation": ablation.name,
+            "title": ablation.title,
+            "finding": finding.words,
+            "paper_tables": ", ".join(map(str, ablation.paper_tables)) or "none",
+        }
+        for column, results in columns.items():
+            table = ex.aggregate(results, ablation)
+            needed = 1 if ablation.is_selection else len(ablation.levels)
+            if table.empty or table["level"].nunique() < needed:
+                row[column] = "–"
+                continue
+            verdict = judge_finding(finding, table)
+            row[column] = "not judged" if verdict is None else verdict.summary()
+            if verdict is not None:
+                verdicts[(ablation.name, column)] = verdict
+        row["chapter"] = f"{{doc}}`{chapter}`" if exists else ""
+        row["chapter_name"] = chapter if exists else ""
+        rows.append(row)
+    frame = pd.DataFrame(
+        rows, columns=["ablation", "title", "finding", "paper_tables", *columns, "chapter", "chapter_name"]
+    )
+    frame.attrs["verdicts"] = verdicts
+    return frame
+
+
+class _LinkedTable(Table):
+    """A :class:`~opcc_edu.display.Table` whose chapter cells, MyST ``{doc}`` links in its
+    Markdown text, are HTML links to the chapters' pages (``<chapter>.html``, beside this one)."""
+
+    def to_html(self) -> str:
+        text = super().to_html()
+        for chapter in self.chapters:
+            cell = html.escape(f"{{doc}}`{chapter}`")
+            text = text.replace(f">{cell}</td>", f'><a href="{chapter}.html">{chapter}</a></td>')
+        return text
+
+
+def glance_table(frame: pd.DataFrame) -> Table:
+    """:func:`findings_at_a_glance` as a table: the finding (the ablation's title and the paper's
+    words), the paper's tables, one column per set of results, and the chapter. Its text
+    (``str``) is Markdown with MyST ``{doc}`` links; in a notebook and on the book's page it is
+    an HTML table whose chapter cells link to the chapters' pages."""
+    fixed = ("ablation", "title", "finding", "paper_tables", "chapter", "chapter_name")
+    results = [c for c in frame.columns if c not in fixed]
+    header = ["finding", "paper tables", *results, "chapter"]
+    rows = [
+        [f"{row['title']}: {row['finding']}", row["paper_tables"], *(row[c] for c in results), row["chapter"] or "–"]
+        for _, row in frame.iterrows()
+    ]
+    table = _LinkedTable(header, rows, caption=GLANCE_CAPTION)
+    table.chapters = [name for name in frame["chapter_name"] if name]
+    return table
