@@ -11,9 +11,20 @@ units, deterministic MSE, batch 256 per member, Adam) on the same synthetic tran
 Throughput is member-samples per second: M x batch x steps / seconds. Repeats are interleaved
 and the best counts (the machine is shared). Both wall time and process CPU time are recorded.
 
+``--model-type ar`` measures instead the training budget of the autoregressive model on real
+data at a profile's sizes (default ``tiny``): the feed-forward model, the autoregressive model
+taught one random target dimension per row (``ar_targets="one"``) and every dimension
+(``"all"``), each trained as the baselines train it (:func:`opcc_edu.baselines.training.train_ensemble`)
+on maze2d-umaze (1m) and hopper (medium). It records the training time (wall and CPU) and the
+held-out one-step mean squared error per target dimension, in standardised units, on the
+split training holds out (:func:`opcc_edu.dynamics.training.holdout_split`); the
+autoregressive model predicts each dimension from its own earlier predictions, as in a
+rollout. The results go to ``training_ar.json`` and to a section of ``training.md``.
+
 Usage::
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_training.py --threads 1
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_training.py --threads 1 --model-type ar
 """
 
 from __future__ import annotations
@@ -95,8 +106,134 @@ def run_member_loop(data, m: int, steps: int, batch: int) -> float:
     return time.perf_counter() - start
 
 
+AR_SECTION = "## Autoregressive training budget"
+AR_DATASETS = (("maze2d-umaze", "1m"), ("hopper", "medium"))
+AR_VARIANTS = {
+    "ff": {"model_type": "ff"},
+    "ar-one": {"model_type": "ar", "ar_targets": "one"},
+    "ar-all": {"model_type": "ar", "ar_targets": "all"},
+}
+
+
+def held_out_mse_per_dim(model, data: dict[str, np.ndarray], seed: int) -> np.ndarray:
+    """(K,) one-step MSE of each target dimension on training's held-out rows (standardised
+    units, mean over members); the autoregressive model conditions on its own predictions."""
+    from opcc_edu.dynamics.training import holdout_split, transition_arrays
+
+    arrays = transition_arrays(data, model.spec)
+    val, _ = holdout_split(len(arrays["obs"]), seed)
+    obs, act = torch.as_tensor(arrays["obs"][val]), torch.as_tensor(arrays["act"][val])
+    target = torch.cat(
+        [torch.as_tensor(arrays["next_obs"][val]) - obs, torch.as_tensor(arrays["reward"][val])[:, None]], 1
+    )
+    m = model.ensemble_size
+    pred = model.predict_mean(obs.expand(m, -1, -1), act.expand(m, -1, -1))
+    return ((pred - target) / model.target_std).square().mean(1).mean(0).numpy().astype(np.float64)
+
+
+def run_ar_budget(args) -> dict:
+    from opcc_edu.baselines.training import train_ensemble
+    from opcc_edu.config import get_profile
+    from opcc_edu.datasets import get_recipe, load_dataset
+    from opcc_edu.datasets.recipes import max_size
+
+    results: dict = {}
+    for env, name in AR_DATASETS:
+        size = min(get_profile(args.profile).dataset_size, max_size(get_recipe(env, name)))
+        data = load_dataset(env, name, size=size, progress=False)
+        cells = results.setdefault(f"{env}/{name}", {"transitions": int(len(data["observations"]))})
+        for _ in range(args.repeats):
+            for variant, overrides in AR_VARIANTS.items():
+                config = EnsembleConfig.from_profile(args.profile, **overrides)
+                c = time.process_time()
+                model, history = train_ensemble(data, config, env, device="cpu", progress=False)
+                cpu = time.process_time() - c
+                cell = cells.setdefault(variant, {"config": config.to_dict(), "wall_s": np.inf, "cpu_s": np.inf})
+                cell["wall_s"] = min(cell["wall_s"], history.seconds)
+                cell["cpu_s"] = min(cell["cpu_s"], cpu)
+                cell["val_mse_teacher_forced"] = float(np.mean(history.final_val_mse))
+                cell["mse_per_dim"] = held_out_mse_per_dim(model, data, config.seed).tolist()
+                print(f"  {env} {variant:<7} wall {history.seconds:6.2f}s cpu {cpu:6.2f}s", flush=True)
+    return results
+
+
+def ar_text(results: dict, args, host: dict) -> str:
+    from opcc_edu.config import get_profile
+
+    prof = get_profile(args.profile)
+    load = tuple(round(x, 2) for x in host["load_average_start"])
+    lines = [
+        AR_SECTION,
+        "",
+        f"`python benchmarks/bench_training.py --model-type ar --profile {args.profile}` on {host['cpu']}, "
+        f"{host['logical_cpus']} logical CPUs, torch {host['torch']}, load average at start {load} (shared "
+        f"machine; best of {args.repeats} interleaved repeats, {args.threads} torch thread). Profile `{args.profile}`: "
+        f"{prof.ensemble_size} members of {list(prof.hidden_sizes)} SiLU, {prof.dynamics_train_steps} gradient "
+        f"steps of {prof.batch_size} rows per member, the same for every model. `ar-one` teaches one random "
+        "target dimension per row (the objective before `ar_targets` existed, bit-for-bit the same weights), "
+        "`ar-all` every dimension of every row (teacher forcing; the default).",
+        "",
+        "Training time (the gradient steps; CPU time is the process's, the machine is shared):",
+        "",
+        "| data | transitions | model | wall s | CPU s | CPU vs ff |",
+        "|---|---|---|---|---|---|",
+    ]
+    for data, cells in results.items():
+        for variant in AR_VARIANTS:
+            c = cells[variant]
+            lines.append(
+                f"| {data} | {cells['transitions']:,} | {variant} | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | "
+                f"{c['cpu_s'] / cells['ff']['cpu_s']:.1f}x |"
+            )
+    lines += [
+        "",
+        "Held-out one-step MSE per target dimension after training (standardised units, mean over members; "
+        "the autoregressive models predict each dimension from their own earlier predictions, as in a "
+        "rollout). The last line of each table is the mean over dimensions, and the teacher-forced "
+        "validation MSE that training reports in brackets.",
+    ]
+    for data, cells in results.items():
+        k = len(cells["ff"]["mse_per_dim"])
+        names = [f"Δobs[{i}]" for i in range(k - 1)] + ["reward"]
+        lines += ["", f"**{data}**", "", "| dimension | " + " | ".join(AR_VARIANTS) + " |", "|---|---|---|---|"]
+        for i, dim in enumerate(names):
+            lines.append(f"| {dim} | " + " | ".join(f"{cells[v]['mse_per_dim'][i]:.4f}" for v in AR_VARIANTS) + " |")
+        lines.append(
+            "| mean | "
+            + " | ".join(
+                f"{np.mean(cells[v]['mse_per_dim']):.4f} ({cells[v]['val_mse_teacher_forced']:.4f})"
+                for v in AR_VARIANTS
+            )
+            + " |"
+        )
+    lines += ["", "Mean over dimensions:"]
+    for data, cells in results.items():
+        mean = {v: float(np.mean(cells[v]["mse_per_dim"])) for v in AR_VARIANTS}
+        lines.append(
+            f"- {data}: `ar-all` {mean['ar-one'] / mean['ar-all']:.1f}x lower than `ar-one`, still "
+            f"{mean['ar-all'] / mean['ff']:.1f}x the feed-forward model's, at "
+            f"{cells['ar-all']['cpu_s'] / cells['ar-one']['cpu_s']:.1f}x the CPU time of `ar-one`."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, heading: str, text: str) -> None:
+    """Replace the section of ``path`` that starts with ``heading`` (up to the next ``## ``
+    heading), or append it."""
+    old = path.read_text() if path.exists() else ""
+    start = old.find(heading)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        end = old.find("\n## ", start + len(heading))
+        new = old[:start] + text + (old[end + 1 :] if end >= 0 else "")
+    path.write_text(new)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-type", choices=("ff", "ar"), default="ff", help="ar: the autoregressive budget")
+    parser.add_argument("--profile", default="tiny", help="sizes of the --model-type ar measurement")
     parser.add_argument("--members", type=int, default=20)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=256)
@@ -106,6 +243,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "training")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.model_type == "ar":
+        results = run_ar_budget(args)
+        meta = {
+            "machine": {**machine(), "load_average_end": os.getloadavg()},
+            "config": {**vars(args), "out": str(args.out)},
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_name(args.out.name + "_ar.json").write_text(
+            json.dumps({**meta, "results": results}, indent=2) + "\n"
+        )
+        text = ar_text(results, args, meta["machine"])
+        write_section(args.out.with_suffix(".md"), AR_SECTION, text)
+        print(text)
+        return 0
     data = dataset(args.transitions)
     best = {"batched": [np.inf, np.inf], "member_loop": [np.inf, np.inf]}
     designs = {"batched": run_batched, "member_loop": run_member_loop}
@@ -150,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(text)
+    md = args.out.with_suffix(".md")
+    kept = md.read_text() if md.exists() else ""
+    kept = kept[kept.find(AR_SECTION) :] if AR_SECTION in kept else ""  # the --model-type ar section stays
+    md.write_text(text + ("\n" + kept if kept else ""))
     print(text)
     return 0
 
