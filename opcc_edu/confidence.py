@@ -26,6 +26,22 @@ Ties and degenerate inputs are defined, not left to floating-point luck:
   interval is a point: confidence 1 for a nonzero difference, 0 for a zero difference;
 * complex, NaN or infinite values raise a ValueError naming the argument (never a silent cast).
 
+How PCI differs from the public reference code (``koulanurag/opcc-baselines``), which sweeps
+alpha over a 0.01 grid with ``scipy.stats.t.interval``:
+
+* the reference adds 1e-3 to the standard error ``s_d / sqrt(M)``; we drop the term. Its
+  statistic ``|d̄| / (s_d / sqrt(M) + 1e-3)`` orders queries as ours does only where the
+  standard error is large against 1e-3 (return differences of whole units or more). Queries
+  whose members nearly agree are pulled down there: a zero spread with a nonzero mean
+  difference gets at most the grid's 0.99, tied with every other query that reaches it, where
+  ours gives every such query confidence 1, above all the others;
+* the reference predicts 0 when the mean difference is exactly 0 (its default answer, never
+  overwritten: no interval around 0 excludes 0), ours predicts 1 (the tie rule above). Both
+  give such a query confidence 0, so its place in the ordering is the same and only its answer
+  differs: the loss of the lowest-confidence queries, i.e. the end of the risk-coverage curve.
+  Exact ties arise where every member gives both sides the same value (sparse rewards that no
+  rollout of either side collects, in the mazes).
+
 Scale: PCI and U-PCI depend only on ratios of a mean to a spread, so multiplying every value
 of a query by one positive factor leaves its confidence unchanged. They are computed that way:
 each query's values are first divided by a power of two near their largest magnitude (exact,
