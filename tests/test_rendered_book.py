@@ -11,7 +11,7 @@ old ``_build`` is not checked by accident) or holds no chapter page. A single-pa
 its ``html`` folder. For every chapter page found:
 
 * no raw Markdown table (a line such as ``|---|---|``) in the text;
-* no stderr output and no warning text in any cell output;
+* no stderr output, no warning text and no object repr (``<matplotlib... at 0x...>``) in any cell output;
 * every cell whose code draws a figure shows an image, no wider than the page (so that its
   text keeps the style's 9 pt);
 * every widget output has a static image in the same cell or an adjacent one;
@@ -50,6 +50,9 @@ RAW_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$"
 #: logged ``WARNING``, MuJoCo's notice. (A chapter may print a warning it caught on purpose,
 #: e.g. ``StoreWarning: ...``, to teach what the store reports.)
 WARNING_TEXT = re.compile(r"\.py:\d+: \w*Warning\b|\bWARNING\b|settotalmass")
+#: The repr of a plotting call's return value left as a cell's last line (``<matplotlib.legend.Legend
+#: at 0x7f...>``, ``[<matplotlib.lines.Line2D at 0x...>]``): noise above the figure.
+OBJECT_REPR = re.compile(r"<(matplotlib|mpl_toolkits)\.[\w.]+ (object )?at 0x[0-9a-f]+>")
 #: Code that draws a figure.
 PLOTTING = re.compile(
     r"plt\.(subplots|figure|show)\(|\.(plot|hist|bar|imshow|scatter|errorbar)\(|\bplot_\w+\(|\bdraw_\w+\("
@@ -143,6 +146,8 @@ def test_no_stderr_or_warning_in_outputs(entry):
                 script.decompose()
             found = WARNING_TEXT.search(out.get_text())
             assert found is None, f"{entry}: warning text in an output: {out.get_text()[:300]!r}"
+            found = OBJECT_REPR.search(out.get_text())
+            assert found is None, f"{entry}: an object's repr in an output (end the cell with plt.show()): {found[0]!r}"
 
 
 @needs_book
@@ -258,6 +263,9 @@ def test_checks_find_what_they_look_for():
     assert WARNING_TEXT.search(_outputs(cell)[0].get_text())
     assert not RAW_TABLE_RULE.search("a | b\nvalue ± 0.1 | - |")
     assert not WARNING_TEXT.search("StoreWarning: a torn line was set aside")  # printed on purpose
+    assert OBJECT_REPR.search("<matplotlib.legend.Legend at 0x7f44316a1510>")
+    assert OBJECT_REPR.search("[<matplotlib.lines.Line2D at 0x7f0>]")
+    assert not OBJECT_REPR.search("<Figure size 700x350>")
     cdn = "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js"
     assert WIDGET_CDN.search(cdn) and WIDGET_CDN.search("https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.4/r.js")
 
