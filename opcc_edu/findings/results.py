@@ -104,17 +104,21 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         root: the ``results/ablations`` directory (default: the repository's, if present).
 
     Returns:
-        profile name -> :class:`AblationResults` (empty when nothing is committed).
+        ``"<recipe>/<profile>"`` (e.g. ``"paper/tiny"``) -> :class:`AblationResults`, recipe by
+        recipe (``paper`` first), largest profile first; empty when nothing is committed. Cells
+        on another recipe than ``paper`` are marked not comparable with the paper's.
     """
     ablation = ex.get_ablation(ablation)
     committed = {}
     for directory in ex.committed_profiles(root, ablation=ablation):
         results = ex.load_results(directory)
         table = ex.aggregate(results, ablation)
-        comparison = ex.compare_with_paper(table, ablation)
+        recipe = ex.results_recipe(directory)
+        comparison = ex.compare_with_paper(table, ablation, recipe=recipe)
         tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
-        committed[directory.name] = AblationResults(
-            directory.name, ablation, Path(directory), results, table, comparison, tie_fair=tie_fair
+        name = f"{recipe}/{directory.name}"
+        committed[name] = AblationResults(
+            name, ablation, Path(directory), results, table, comparison, tie_fair=tie_fair
         )
     return committed
 

@@ -7,8 +7,9 @@
 # share the directory). Each invocation appends its command, machine and wall time to
 # <profile>/meta.json; the report at the end puts every table next to the paper's numbers.
 #
-# Usage: [QUERIES=hard] [DATASETS="random"] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
-#   QUERIES: the query sets' recipe, paper (default) or hard; the committed grids used hard.
+# Usage: [QUERIES=hard] [DATASETS="random"] [ABLATIONS="horizon ..."] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
+#   QUERIES: the query sets' recipe, paper (default) or hard.
+#   ABLATIONS: run only these ablations (registry keys), in this order.
 #   defaults: tiny, the profile's seed count, the profile's environments, the profile's
 #   datasets (DATASETS restricts every environment to those datasets).
 set -euo pipefail
@@ -17,9 +18,9 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 profile=${1:-tiny}
 seeds=${2:-}
 shift $(( $# > 2 ? 2 : $# ))
-command="results/ablations/run_committed.sh $*"
-for name in horizon confidence ensemble-count prior-scale stochastic model-type normalization \
-    clipping termination mixture dataset-type; do
+command="${ABLATIONS:+ABLATIONS=\"$ABLATIONS\" }${DATASETS:+DATASETS=\"$DATASETS\" }${QUERIES:+QUERIES=$QUERIES }results/ablations/run_committed.sh $profile $seeds $*"
+all="horizon confidence ensemble-count prior-scale stochastic model-type normalization clipping termination reward mixture dataset-type"
+for name in ${ABLATIONS:-$all}; do
     echo "$(date -u +%FT%TZ) start $name"
     nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "${QUERIES:-paper}" "$@" <<'PY'
 import sys
