@@ -594,3 +594,24 @@ def test_other_ablations_ignore_the_extra_maze_prefixes_of_the_dataset_ablation(
     # an environment run on other data only keeps it
     other = results[results["dataset"] == "10k"]
     assert set(ex.ablation_rows(other, "horizon")["dataset"]) == {"10k"}
+
+
+def test_configuration_levels_are_compared_on_the_datasets_they_share(tmp_path):
+    # The default configuration also runs every locomotion dataset for the dataset-type
+    # ablation; another configuration trains on the default dataset only. Its two levels must
+    # be averaged over the same data, while a selection factor keeps every dataset.
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    for name in ("dataset-type", "prior-scale"):
+        grid = ex.plan_ablation(name, "tiny", environments=["hopper"], seeds=2)
+        ex.run_grid(grid, tmp_path, answer_fn=answer, progress=False)
+    results = ex.load_results(tmp_path)
+    assert len(set(results["dataset"])) == 5
+    rows = ex.ablation_rows(results, "prior-scale")
+    assert set(rows["dataset"]) == {"medium"}
+    assert rows.groupby("level")["run_id"].nunique().to_dict() == {"0": 2, "5": 2}
+    prior = ex.aggregate(results, "prior-scale")
+    assert set(prior["n_samples"]) == {2} and set(prior["datasets"]) == {"medium"}
+    assert set(ex.ablation_rows(results, "horizon")["dataset"]) == set(results["dataset"])
+    # with one level present, it keeps every dataset it has
+    default_only = results[results["configuration"] == "default"]
+    assert set(ex.ablation_rows(default_only, "prior-scale")["dataset"]) == set(results["dataset"])

@@ -282,7 +282,29 @@ def _select(results: pd.DataFrame, ablation: Ablation, grid: GridSpec | None = N
         labels = {configuration_label(level.overrides): level.label for level in ablation.levels}
         frame = frame[frame["configuration"].isin(labels)]
         frame = frame.assign(level=frame["configuration"].map(labels))
+        if grid is None and len(frame):
+            frame = frame[_shared_datasets_mask(frame)]
     return frame
+
+
+def _shared_datasets_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Rows on the datasets that every level of their environment has (configuration factors).
+
+    The default configuration also runs every dataset type for the dataset-type ablation, while
+    the other levels of a configuration ablation train on the default dataset only; averaging
+    the default level over five datasets and the other level over one would compare levels on
+    different data. Each environment keeps the datasets that all its levels present in
+    ``frame`` were run on (all of them when only one level is present).
+    """
+    environments = frame["environment"].to_numpy()
+    datasets = frame["dataset"].to_numpy()
+    levels = frame["level"].to_numpy()
+    keep = np.zeros(len(frame), dtype=bool)
+    for env in np.unique(environments):
+        in_env = environments == env
+        per_level = [set(datasets[in_env & (levels == lv)]) for lv in np.unique(levels[in_env])]
+        keep |= in_env & np.isin(datasets, list(set.intersection(*per_level)))
+    return keep
 
 
 def _paper_datasets_mask(frame: pd.DataFrame) -> np.ndarray:
