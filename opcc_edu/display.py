@@ -58,6 +58,9 @@ class Table(str):
         spans: an HTML header row above ``header``: ``(name, columns)`` pairs covering every
             column in order; below a named span each column shows its name without the span's
             (``"AURCC (↓)"`` over ``"ours"``, ``"paper"``).
+        merge: indices of text columns whose runs of equal cells are shown once in HTML, as one
+            cell spanning the rows (within a group, when ``group`` is given; the ``group``
+            column itself merges its runs). The Markdown text keeps every cell.
 
     The string itself is the Markdown table alone, so ``print`` and reports are unchanged.
 
@@ -70,6 +73,8 @@ class Table(str):
     best: frozenset[tuple[int, int]]
     caption: str | None
     spans: tuple[tuple[str, int], ...] | None
+    merge: tuple[int, ...]
+    group: int | None
 
     def __new__(
         cls,
@@ -81,6 +86,7 @@ class Table(str):
         group: int | None = None,
         caption: str | None = None,
         spans: Sequence[tuple[str, int]] | None = None,
+        merge: Sequence[int] = (),
     ) -> Table:
         header = tuple(str(h) for h in header)
         width = len(header)
@@ -98,7 +104,32 @@ class Table(str):
         table.caption = caption
         table.best = _best_cells(rows, width, values, better, group)
         table.spans = _check_spans(spans, header)
+        table.merge = tuple(int(j) for j in merge)
+        if any(not 0 <= j < width for j in table.merge):
+            raise ValueError(f"merge must hold column indices in [0, {width}), got {tuple(merge)!r}")
+        table.group = group
         return table
+
+    def _row_spans(self) -> dict[tuple[int, int], int]:
+        """(row, column) -> rows spanned, for merged cells; 0 for a cell inside a span above."""
+        spans: dict[tuple[int, int], int] = {}
+        for j in self.merge:
+            start = 0
+            for i in range(1, len(self.rows) + 1):
+                same = (
+                    i < len(self.rows)
+                    and self.rows[i][j] == self.rows[start][j]
+                    and (
+                        self.group is None
+                        or j == self.group
+                        or self.rows[i][self.group] == self.rows[start][self.group]
+                    )
+                )
+                if not same:
+                    spans[(start, j)] = i - start
+                    spans.update({(k, j): 0 for k in range(start + 1, i)})
+                    start = i
+        return spans
 
     def _repr_markdown_(self) -> str:
         return (f"{self.caption}\n\n" if self.caption else "") + str(self)
@@ -132,14 +163,19 @@ class Table(str):
             parts.append("<tr>" + "".join(row) + "</tr>")
         parts.append("<tr>" + "".join(self._cell("th", j in numeric, n) for j, n in enumerate(names)) + "</tr>")
         parts.append("</thead><tbody>")
+        merged = self._row_spans()
         for i, row in enumerate(self.rows):
-            cells = "".join(self._cell("td", j in numeric, c, (i, j) in self.best) for j, c in enumerate(row))
+            cells = "".join(
+                self._cell("td", j in numeric, c, (i, j) in self.best, merged.get((i, j), 1))
+                for j, c in enumerate(row)
+                if merged.get((i, j), 1)
+            )
             parts.append(f"<tr>{cells}</tr>")
         parts.append("</tbody></table></div>")
         return "\n".join(parts)
 
     @staticmethod
-    def _cell(tag: str, numeric: bool, text: str, best: bool = False) -> str:
+    def _cell(tag: str, numeric: bool, text: str, best: bool = False, rows: int = 1) -> str:
         if numeric:
             style = ' style="text-align: right; white-space: nowrap"'
         elif len(text) > _WRAP_AFTER:  # long text wraps into a few lines, not a column of single words
@@ -148,7 +184,8 @@ class Table(str):
             style = ""
         body = f"<strong>{html.escape(text)}</strong>" if best else html.escape(text)
         mark = ' class="best"' if best else ""
-        return f"<{tag}{mark}{style}>{body}</{tag}>"
+        span = f' rowspan="{rows}"' if rows > 1 else ""
+        return f"<{tag}{mark}{span}{style}>{body}</{tag}>"
 
     def _numeric_columns(self) -> set[int]:
         return {j for j in range(len(self.header)) if any(_is_number_text(row[j]) for row in self.rows)}

@@ -64,6 +64,24 @@ def test_table_rejects_bad_input(kwargs, match):
         Table(HEADER, **kwargs)
 
 
+def test_merged_columns_show_each_run_of_equal_cells_once_in_html_only():
+    rows = [
+        ["hopper", "0", "medium", "Table 1", "0.1"],
+        ["hopper", "5", "medium", "none", "0.2"],
+        ["walker", "0", "medium", "Table 1", "0.3"],
+        ["walker", "5", "medium", "Table 1", "0.4"],
+    ]
+    table = Table(["environment", "level", "data", "paper's cell", "AURCC"], rows, group=0, merge=(0, 2, 3))
+    html = table.to_html()
+    # a run never crosses a group: "medium" spans two rows per environment, not four
+    assert html.count('rowspan="2"') == 5 and 'rowspan="4"' not in html
+    assert html.count(">medium<") == 2 and html.count(">Table 1<") == 2 and html.count(">none<") == 1
+    assert html.count(">hopper<") == 1 and all(f">{v}<" in html for v in ("0.1", "0.2", "0.3", "0.4"))
+    assert str(table).count("medium") == 4, "the Markdown text keeps every cell"
+    with pytest.raises(ValueError, match="merge must hold column indices"):
+        Table(["a"], [["x"]], merge=(3,))
+
+
 def _comparison():
     rows = []
     for level, ours in (("10", 0.05), ("50", 0.2)):

@@ -184,7 +184,16 @@ def format_table(
     spans = [("", text_columns), *((METRIC_NAMES[metric], 2) for metric in metrics)]
     if extra:
         spans.append(("tie-fair (ours; the paper has none)", len(extra)))
-    return Table(header, body, values=values, better=better, group=0, caption=TABLE_CAPTION, spans=spans)
+    return Table(
+        header,
+        body,
+        values=values,
+        better=better,
+        group=0,
+        caption=TABLE_CAPTION,
+        spans=spans,
+        merge=range(text_columns) if context else (0,),
+    )
 
 
 def format_tie_fair_table(
@@ -229,7 +238,7 @@ def format_tie_fair_table(
     if fmt == "latex":
         return _render(header, body, fmt)
     better = [None, None, *(_better(metric) for metric in metrics)]
-    return Table(header, body, values=values, better=better, group=0, caption=TIE_FAIR_CAPTION)
+    return Table(header, body, values=values, better=better, group=0, caption=TIE_FAIR_CAPTION, merge=(0,))
 
 
 def _shown(mean: float | None, digits: int = 3) -> float | None:
