@@ -223,3 +223,50 @@ def test_the_ablation_runner_answers_with_fqe_on_the_same_runs(small_maze, tmp_p
     assert values.values_a.shape[1] == 2 and values.info["baseline"] == "fqe"
     assert values.info["ignored_overrides"] == ["prior_scale"]
     assert results_dir(tmp_path, "tiny", "paper", "fqe").name == "tiny-fqe"
+
+
+def test_compare_fqe_writes_each_environment_and_resumes(tmp_path, monkeypatch, capsys):
+    """scripts/compare_fqe.py writes <env>.json per environment, skips one already written, --force redoes it."""
+    import importlib.util
+    import json
+    import types
+    from pathlib import Path
+
+    import opcc_edu.baselines
+    import opcc_edu.baselines.fqe
+    from opcc_edu import get_profile
+
+    spec = importlib.util.spec_from_file_location(
+        "compare_fqe", Path(__file__).resolve().parents[1] / "scripts" / "compare_fqe.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    calls = []
+
+    def fake(baseline):
+        def answer(env, config=None, progress=True):
+            calls.append((baseline, env, config.seed))
+            return types.SimpleNamespace(
+                summary=lambda: {"baseline": baseline, "env_name": env},
+                metrics={"pci": {"all": {"loss": 0.25}}},
+                train_seconds=1.0,
+                cache_hit=False,
+            )
+
+        return answer
+
+    monkeypatch.setattr(opcc_edu.baselines, "answer_queries", fake("ensemble"))
+    monkeypatch.setattr(opcc_edu.baselines.fqe, "answer_queries_fqe", fake("fqe"))
+    done = tmp_path / "maze2d-open.json"
+    done.write_text("{}\n")
+    assert script.main(["maze2d-open", "maze2d-umaze", "--out", str(tmp_path), "--seed", "3"]) == 0
+    assert done.read_text() == "{}\n"  # left as it was
+    assert calls == [("ensemble", "maze2d-umaze", 3), ("fqe", "maze2d-umaze", 3)]
+    record = json.loads((tmp_path / "maze2d-umaze.json").read_text())
+    assert record["seed"] == 3 and record["profile"] == get_profile().name
+    assert record["ensemble"]["baseline"] == "ensemble" and record["fqe"]["env_name"] == "maze2d-umaze"
+    assert "maze2d-open: " in capsys.readouterr().out
+    calls.clear()
+    assert script.main(["maze2d-open", "--out", str(tmp_path), "--force"]) == 0
+    assert calls == [("ensemble", "maze2d-open", 0), ("fqe", "maze2d-open", 0)]
+    assert json.loads(done.read_text())["fqe"]["env_name"] == "maze2d-open"
