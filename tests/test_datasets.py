@@ -281,7 +281,14 @@ def test_episode_assembler_lays_out_episodes_contiguously():
         asm.finish(11)
 
 
+# SHA-256 of the transitions below as the replay produced them before it recorded simulator
+# states: recording them must leave the transitions byte for byte the same.
+REPLAY_TRANSITIONS_SHA256 = "86f0d6b4044a54b7ba7dd1ced2f46413ffcb446cf4254469726606f8a6a4e3e1"
+
+
 def test_medium_replay_records_a_deterministic_training_run():
+    import hashlib
+
     from opcc_edu.policies import PPOConfig
 
     args = {"env_name": "hopper", "seed": 3, "config": PPOConfig(n_envs=2, n_steps=64, batch_size=64, n_epochs=1)}
@@ -293,6 +300,20 @@ def test_medium_replay_records_a_deterministic_training_run():
     assert ds.continuity_error(a) == 0.0
     done = termination_fn("hopper")(torch.as_tensor(a["next_observations"])).numpy()
     np.testing.assert_array_equal(a["terminals"], done)
+    digest = hashlib.sha256()
+    for key in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts"):
+        array = np.ascontiguousarray(a[key])
+        digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    assert digest.hexdigest() == REPLAY_TRANSITIONS_SHA256
+    # Every recorded simulator state reproduces its observation, episode starts included.
+    assert a["infos/qpos"].shape == (200, 6) and a["infos/qvel"].shape == (200, 6)
+    env = make_env("hopper")
+    for t in range(200):
+        state = np.concatenate([a["infos/qpos"][t], a["infos/qvel"][t]]).astype(np.float64)
+        np.testing.assert_allclose(set_state(env, state), a["observations"][t], atol=1e-4, err_msg=f"row {t}")
+    starts = np.flatnonzero(np.r_[True, (a["terminals"] | a["timeouts"])[:-1]])
+    assert len(starts) > 1  # episodes that began with an automatic reset are covered
 
 
 def _behavior_available(env_name: str) -> bool:
@@ -413,6 +434,24 @@ def test_truncated_cache_file_is_detected_and_regenerated(cache):
 
     arrays, meta = load_npz(path)
     assert meta["size"] == 1000 and len(path.read_bytes()) > len(raw) // 2
+
+
+def test_cache_file_without_simulator_states_is_regenerated_with_them(cache):
+    # Medium-replay files written before the replay recorded simulator states have the same
+    # transitions and stream id; they are replaced by complete ones.
+    from opcc_edu.datasets.cache import write_cached
+
+    original = ds.load_dataset("maze2d-open", "1k", progress=False)
+    path = _cached_file("maze2d-open")
+    recipe = ds.get_recipe("maze2d-open", "1k")
+    stateless = {key: value for key, value in original.items() if key not in ("infos/qpos", "infos/qvel")}
+    write_cached(path, stateless, recipe, 0, ds.stream_id(recipe, 0))
+    with pytest.warns(UserWarning, match=r"records no simulator states \(infos/qpos, infos/qvel\)"):
+        again = ds.load_dataset("maze2d-open", "1k", progress=False)
+    assert set(again) == set(original)
+    for key in original:
+        np.testing.assert_array_equal(original[key], again[key])
+    assert "infos/qpos" in ds.load_dataset("maze2d-open", "1k", progress=False)  # the file was replaced
 
 
 def test_file_without_checksum_is_not_used(cache):

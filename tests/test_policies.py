@@ -165,6 +165,28 @@ def test_train_ppo_is_deterministic_and_a_prefix_replays_exactly(tmp_path):
     assert not torch.equal(first["layers.0.weight"], last["layers.0.weight"])
 
 
+def test_transition_states_reproduce_the_observations(tmp_path):
+    from opcc_edu.envs import make_env, set_state
+
+    rec = Recorder()
+    policies.train_ppo("hopper", 4, 512, [], tmp_path, progress=False, transition_callback=rec, config=TINY)
+    obs, _, _, _, terminated, truncated = rec.stacked()
+    qpos = np.stack([b[6] for b in rec.batches])
+    qvel = np.stack([b[7] for b in rec.batches])
+    assert qpos.shape == (256, 2, 6) and qvel.shape == (256, 2, 6) and qpos.dtype == np.float64
+    env = make_env("hopper")
+    worst = 0.0
+    for t in range(len(obs)):
+        for i in range(obs.shape[1]):
+            state = np.concatenate([qpos[t, i], qvel[t, i]])
+            worst = max(worst, float(np.abs(set_state(env, state) - obs[t, i]).max()))
+    assert worst < 1e-6, worst  # obs is float32
+    # The step after an episode's end starts from the reset state, not the terminal one.
+    ends = np.argwhere((terminated | truncated)[:-1])
+    assert len(ends) > 0
+    assert not np.array_equal(qpos[ends[0][0] + 1, ends[0][1]], qpos[ends[0][0], ends[0][1]])
+
+
 def test_train_ppo_reuses_an_identical_earlier_run(tmp_path):
     long = policies.train_ppo("hopper", 2, 768, [0, 256, 512], tmp_path, progress=False, config=TINY)
     stamps = {p: p.stat().st_mtime_ns for p in long}

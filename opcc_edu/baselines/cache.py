@@ -174,8 +174,8 @@ def get_or_train_ensemble(
     Raises:
         InsufficientMemoryError: training clearly cannot fit the device's free memory
             (checked before the dataset is loaded).
-        ValueError: ``config.reward == "predefined"`` on a locomotion dataset that records no
-            simulator states (medium-replay), checked before it is loaded.
+        ValueError: ``config.reward == "predefined"`` on given locomotion transitions without
+            simulator states (``infos/qpos``); every named dataset records them.
     """
     from ..datasets import DEFAULT_DATASET, get_recipe, resolve_size
     from ..dynamics import load_ensemble
@@ -184,9 +184,8 @@ def get_or_train_ensemble(
     config = EnsembleConfig.from_profile() if config is None else config
     dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
     if dataset is None:
-        recipe = get_recipe(env_name, dataset_name)
-        dataset_size = resolve_size(recipe, dataset_size)
-        no_states = recipe.method == "replay"
+        dataset_size = resolve_size(get_recipe(env_name, dataset_name), dataset_size)
+        no_states = False  # every named dataset records simulator states
     else:
         dataset_size = len(dataset["observations"])
         no_states = "infos/qpos" not in dataset

@@ -90,7 +90,8 @@ def load_dataset(
     Returns:
         D4RL's dict: ``observations`` (T, D), ``actions`` (T, A), ``rewards`` (T,),
         ``next_observations`` (T, D) float32; ``terminals``, ``timeouts`` (T,) bool;
-        ``infos/qpos``, ``infos/qvel`` float32 (not for medium-replay); mazes add ``infos/goal``.
+        ``infos/qpos``, ``infos/qvel`` float32 (every recipe; medium-replay's come from the
+        replayed training run's environments); mazes add ``infos/goal``.
 
     Raises:
         ValueError: unknown environment or dataset name, or a size beyond the recipe's.

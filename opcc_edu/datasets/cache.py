@@ -27,7 +27,7 @@ import numpy as np
 
 from ..io import CorruptFileError, load_npz, remove_stale_temp_files, save_npz
 from ..utils import cache_dir
-from .format import summarize_dataset, take_prefix, validate_dataset
+from .format import INFO_KEYS, summarize_dataset, take_prefix, validate_dataset
 from .recipes import DATA_FORMAT_VERSION, DatasetRecipe
 
 _FILE_RE = re.compile(r"^(?P<name>[a-z0-9-]+)__seed(?P<seed>\d+)__n(?P<size>\d+)__(?P<stream>[0-9a-f]+)\.npz$")
@@ -53,7 +53,10 @@ def read_cached(path: Path, env_name: str, size: int, stream: str) -> dict[str, 
     """Load a cached dataset, or ``None`` when it is absent or unusable (then it is deleted).
 
     A file is usable when its checksum matches, it parses, its metadata names the expected
-    stream, size and format version, and its arrays pass :func:`validate_dataset`.
+    stream, size and format version, its arrays pass :func:`validate_dataset`, and it holds
+    the simulator states ``infos/qpos`` and ``infos/qvel`` (a medium-replay file written before
+    the replay recorded them has the same transitions and stream id, but not the states: it is
+    regenerated with them).
     """
     if not path.exists():
         return None
@@ -63,6 +66,9 @@ def read_cached(path: Path, env_name: str, size: int, stream: str) -> dict[str, 
             raise CorruptFileError(f"{path}: metadata does not match the requested recipe")
         if validate_dataset(data, env_name) != size or meta.get("size") != size:
             raise CorruptFileError(f"{path}: holds a different number of transitions than {size}")
+        missing = [key for key in INFO_KEYS if key not in data]
+        if missing:
+            raise CorruptFileError(f"{path}: records no simulator states ({', '.join(missing)})")
     except (CorruptFileError, ValueError, OSError, KeyError) as exc:
         warnings.warn(f"discarding unusable cached dataset ({exc}); it will be regenerated", stacklevel=3)
         _remove(path)

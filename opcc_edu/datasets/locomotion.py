@@ -5,7 +5,7 @@
   *expert*.
 * :func:`generate_replay_dataset` -- *medium-replay*: replays the behaviour policy's PPO
   training run (deterministic on the CPU) up to the medium checkpoint and records every
-  transition it collected.
+  transition it collected, with the simulator state of each observation.
 
 Both collect B parallel streams of episodes and lay the episodes out one after another in the
 order they finished (then the unfinished ones, stream by stream), so the arrays are in D4RL's
@@ -217,12 +217,14 @@ def generate_replay_dataset(
         work_dir: where the replay's (unused) checkpoints go; a temporary directory by default.
 
     Returns:
-        A D4RL-format dict of T transitions in the order the training run finished its episodes.
-        ``infos/qpos``/``infos/qvel`` are absent: the training run does not expose simulator
-        states.
+        A D4RL-format dict of T transitions in the order the training run finished its episodes,
+        with ``infos/qpos``/``infos/qvel``: the simulator state of each observation, read from
+        the training environments before each step (:func:`opcc_edu.policies.train_ppo`'s
+        transition callback).
     """
     import tempfile
 
+    from ..envs import make_env
     from ..policies import train_ppo
 
     spec = get_spec(env_name)
@@ -230,6 +232,10 @@ def generate_replay_dataset(
     config = train_args["config"]
     n_envs = int(config.n_envs)
     steps = math.ceil(size / n_envs)
+    env = make_env(env_name)
+    model = mujoco_handles(env)[0]
+    nq, nv = model.nq, model.nv
+    env.close()
     assembler = EpisodeAssembler(
         n_envs,
         # train_ppo rounds its length up to whole rollouts.
@@ -239,13 +245,22 @@ def generate_replay_dataset(
             "actions": (spec.act_dim,),
             "rewards": (),
             "next_observations": (spec.obs_dim,),
+            "infos/qpos": (nq,),
+            "infos/qvel": (nv,),
         },
     )
 
-    def record(obs, action, reward, next_obs, terminated, truncated) -> None:
+    def record(obs, action, reward, next_obs, terminated, truncated, qpos, qvel) -> None:
         if assembler.step < assembler.n_steps:
             assembler.add(
-                {"observations": obs, "actions": action, "rewards": reward, "next_observations": next_obs},
+                {
+                    "observations": obs,
+                    "actions": action,
+                    "rewards": reward,
+                    "next_observations": next_obs,
+                    "infos/qpos": qpos,
+                    "infos/qvel": qvel,
+                },
                 terminated,
                 truncated,
             )

@@ -31,7 +31,10 @@ from ..utils import check_choice, check_positive_int
 from .format import concatenate_datasets
 
 DATA_FORMAT_VERSION = 1
-"""Bumped whenever a recipe or the stored layout changes; part of every cache key."""
+"""Bumped whenever a recipe or the stored layout changes; part of every cache key. (Not bumped
+when medium-replay gained the simulator states ``infos/qpos``/``infos/qvel``: its transitions
+stayed byte for byte the same, so neither it nor an ensemble trained on it changed identity,
+and :func:`opcc_edu.datasets.cache.read_cached` regenerates a cached file without the states.)"""
 
 DATASET_NAMES: dict[str, tuple[str, ...]] = {
     "maze": ("1k", "10k", "100k", "1m"),

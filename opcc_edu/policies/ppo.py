@@ -35,8 +35,10 @@ from ..utils import check_positive_int, dataclass_from_dict
 from .actor import OBS_CLIP, Actor, save_actor
 from .shaping import MazeDistance
 
-TransitionCallback = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
-"""``callback(obs, action, reward, next_obs, terminated, truncated)``; see :func:`train_ppo`."""
+TransitionCallback = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None
+]
+"""``callback(obs, action, reward, next_obs, terminated, truncated, qpos, qvel)``; see :func:`train_ppo`."""
 
 TRAINING_PACKAGES: tuple[str, ...] = (
     "opcc_edu",
@@ -152,8 +154,21 @@ def _make_training_env(env_name: str, config: PPOConfig) -> Callable[[], Any]:
     return factory
 
 
+def _simulator_states(venv: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(qpos (n, nq), qvel (n, nv))`` float64 copies of the MuJoCo states of a DummyVecEnv's environments."""
+    from ..envs import mujoco_handles
+
+    handles = [mujoco_handles(env) for env in venv.envs]
+    return np.stack([data.qpos for _, data in handles]), np.stack([data.qvel for _, data in handles])
+
+
 def _transition_recorder(venv: Any, callback: TransitionCallback) -> Any:
-    """A VecEnv wrapper that reports every raw environment transition to ``callback``."""
+    """A VecEnv wrapper that reports every raw environment transition to ``callback``.
+
+    The simulator state of each transition's observation is read when the actions are handed
+    to the environments (``step_async``): before the step, and so before the automatic reset
+    that follows an episode's end. Reading it changes nothing in the run.
+    """
     from stable_baselines3.common.vec_env import VecEnvWrapper
 
     class TransitionRecorder(VecEnvWrapper):
@@ -161,6 +176,10 @@ def _transition_recorder(venv: Any, callback: TransitionCallback) -> Any:
             obs = self.venv.reset()
             self._last_obs = np.array(obs, copy=True)
             return obs
+
+        def step_async(self, actions):
+            self._states = _simulator_states(self.venv)
+            self.venv.step_async(actions)
 
         def step_wait(self):
             obs, rewards, dones, infos = self.venv.step_wait()
@@ -173,7 +192,7 @@ def _transition_recorder(venv: Any, callback: TransitionCallback) -> Any:
             terminated = np.asarray(dones, dtype=bool) & ~truncated
             actions = np.stack([info["env_action"] for info in infos])
             env_rewards = np.asarray([info["env_reward"] for info in infos], dtype=np.float64)
-            callback(self._last_obs, actions, env_rewards, next_obs, terminated, truncated)
+            callback(self._last_obs, actions, env_rewards, next_obs, terminated, truncated, *self._states)
             self._last_obs = np.array(obs, copy=True)
             return obs, rewards, dones, infos
 
@@ -350,7 +369,10 @@ def train_ppo(
             ``n_envs`` training environments: ``obs (n, D)``, ``action (n, A)`` (what the
             environment received, in [-1, 1]), ``reward (n,)`` (the environment's own reward:
             the sparse one for mazes), ``next_obs (n, D)`` (the true next observation, also at
-            episode ends), ``terminated (n,)`` and ``truncated (n,)`` booleans.
+            episode ends), ``terminated (n,)`` and ``truncated (n,)`` booleans, and the MuJoCo
+            state of ``obs``: ``qpos (n, nq)`` and ``qvel (n, nv)`` (float64, read before the
+            step and before any automatic reset; :func:`opcc_edu.envs.set_state` of
+            ``concat(qpos, qvel)`` reproduces ``obs``).
         config: hyperparameters (default :func:`default_ppo_config`).
         metadata: extra JSON facts stored in every checkpoint.
         reuse: if ``out_dir`` already holds every requested checkpoint from a run with the same
