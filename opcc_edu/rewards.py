@@ -243,7 +243,7 @@ def missing_states_error(env_name: str, dataset_name: str | None = None) -> Valu
     label = f"dataset {dataset_name!r} of {env_name}" if dataset_name else f"the {env_name} dataset"
     return ValueError(
         f"reward='predefined' needs recorded simulator states (infos/qpos) to compute x_velocity, but {label} "
-        "has none (medium-replay datasets record none); use reward='learned' or another dataset"
+        "has none (arrays given without infos/qpos); use reward='learned' or a generated dataset"
     )
 
 
@@ -271,7 +271,7 @@ def dataset_reward_feature(
 
     Raises:
         ValueError: a locomotion dataset without recorded simulator states (``infos/qpos``;
-            medium-replay records none).
+            every generated dataset records them, arrays given by hand may not).
     """
     _check_env(env_name)
     rewards = np.asarray(dataset["rewards"], dtype=np.float64).reshape(-1)

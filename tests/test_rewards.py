@@ -280,16 +280,6 @@ def test_default_cache_key_is_the_one_before_the_reward_mode_existed():
     )
 
 
-def test_predefined_reward_on_a_dataset_without_states_fails_before_loading(tmp_path, monkeypatch):
-    from opcc_edu.baselines import EnsembleConfig, get_or_train_ensemble
-
-    monkeypatch.setenv("OPCC_EDU_CACHE", str(tmp_path))
-    config = EnsembleConfig(ensemble_size=2, hidden_sizes=(8,), train_steps=2, reward="predefined")
-    with pytest.raises(ValueError, match="'medium-replay' of hopper has none"):
-        get_or_train_ensemble("hopper", "medium-replay", config, dataset_size=100, device="cpu", progress=False)
-    assert not (tmp_path / "datasets").exists()
-
-
 def test_reward_ablation_and_cli_option():
     from opcc_edu.cli import build_parser
     from opcc_edu.experiments import configuration_label, get_ablation
