@@ -8,7 +8,8 @@ ablation with :func:`opcc_edu.experiments.plan_ablation`:
   ``benchmarks/results/training.json`` (the MBPO-sized 4x200 model, one CPU thread);
 * rollouts: M x 2N sides x h member-steps (every side rolled to h = 50, an upper bound) at
   the measured full-horizon rollout throughput of ``benchmarks/results/rollout.json``
-  (M = 100); an autoregressive model takes D + 1 passes per step.
+  (M = 100); an autoregressive model takes D + 1 passes per rollout step and
+  trains on D + 1 rows (one per target dimension) for every row of a minibatch.
 
 Each throughput is given on two bases: process CPU time (what one dedicated core delivers) and
 wall time on the shared machine the benchmark ran on (slower). The two bracket a run. The
@@ -63,8 +64,10 @@ def run_seconds(profile_name: str, rates: dict, basis: str, autoregressive: bool
     """Seconds of one run of ``profile_name`` on one CPU thread: training, rollouts, total."""
     profile = get_profile(profile_name)
     queries = profile.queries_per_env or 1500  # 0 = every query: 1,500 per environment
-    samples = profile.ensemble_size * profile.dynamics_train_steps * profile.batch_size
     passes = LOCOMOTION_D + 1 if autoregressive else 1
+    # the autoregressive model is taught every target dimension of every row (ar_targets="all"):
+    # each training row counts as D + 1 rows
+    samples = profile.ensemble_size * profile.dynamics_train_steps * profile.batch_size * passes
     member_steps = profile.ensemble_size * 2 * queries * HORIZON * passes
     train = samples / rates["training_samples_per_s"][basis]
     roll = member_steps / rates["rollout_member_steps_per_s"][basis]
@@ -173,6 +176,8 @@ def summarize(result: dict) -> str:
         "|---|---|---|",
         f"| training | {run['cpu']['training'] / 3600:.2f} h | {run['wall']['training'] / 3600:.2f} h |",
         f"| rollouts (feed-forward) | {run['cpu']['rollouts']:.0f} s | {run['wall']['rollouts']:.0f} s |",
+        f"| training (autoregressive, {LOCOMOTION_D + 1} target dimensions per row) | "
+        f"{run_ar['cpu']['training'] / 3600:.1f} h | {run_ar['wall']['training'] / 3600:.1f} h |",
         f"| rollouts (autoregressive, {LOCOMOTION_D + 1} passes per step) | {run_ar['cpu']['rollouts'] / 60:.0f} min | "
         f"{run_ar['wall']['rollouts'] / 60:.0f} min |",
         f"| **one run** (feed-forward) | **{run['cpu']['total'] / 3600:.1f} h** | "
@@ -207,7 +212,7 @@ def summarize(result: dict) -> str:
         "",
         f"Every ablation together: {result['distinct_runs']:,} distinct runs, "
         f"{hours(dc['cpu'], dc['wall'])} core-hours for feed-forward runs (the autoregressive level adds its "
-        "longer rollouts).",
+        "longer training and rollouts: its row above).",
         "",
         "Not covered: threads per run above one (training's speed-up with more threads was not measured), "
         "generating the datasets and query sets (once per environment and dataset, cached), and GPUs.",
