@@ -237,3 +237,18 @@ def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(t
     page = table.to_html()
     assert '<a href="ablation_horizon.html">ablation_horizon</a>' in page and "{doc}" not in page
     assert table.caption == findings.glance.GLANCE_CAPTION
+
+
+def test_the_termination_finding_is_judged_only_where_an_episode_can_end_early():
+    rows = []
+    for env in ("hopper", "walker2d", "halfcheetah", "maze2d-umaze"):
+        worse = env in ("hopper", "maze2d-umaze")  # a separated change in umaze is noise: no rule can fire
+        for level, mean in (
+            ("predefined", 0.10),
+            ("learned", 0.20 if worse else 0.05),
+            ("none", 0.20 if worse else 0.05),
+        ):
+            rows.append((env, level, "aurcc", mean, 0.01))
+    verdict = findings.judge_finding("termination", _table(rows))
+    assert set(verdict.outcomes) == {"hopper", "walker2d"}
+    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed"}
