@@ -34,6 +34,9 @@ def test_verdict_is_its_lines_with_outcomes_a_majority_and_a_summary():
     assert Verdict(["x"]).overall is None and Verdict(["x"]).summary() == "not judged"
     both = Verdict(["a"], {"hopper": "reversed"}) + Verdict(["b"], {"walker2d": "reproduced"})
     assert both == ["a", "b"] and both.outcomes == {"hopper": "reversed", "walker2d": "reproduced"}
+    grown = Verdict(["a"], {"hopper": "reversed"})
+    grown += Verdict(["b"], {"walker2d": "reproduced"})
+    assert grown == both and grown.outcomes == both.outcomes and isinstance(grown, Verdict)
     with pytest.raises(ValueError, match="verdict"):
         Verdict([], {"hopper": "maybe"})
 

@@ -85,6 +85,14 @@ class Verdict(list):
             return NotImplemented
         return Verdict(list(self) + list(other), {**self.outcomes, **getattr(other, "outcomes", {})})
 
+    def __iadd__(self, other: object) -> Verdict:  # type: ignore[override]
+        """``v += w``: ``w``'s lines appended and its outcomes merged, as :meth:`__add__`."""
+        if not isinstance(other, list):
+            return NotImplemented
+        self.extend(other)
+        self.outcomes.update(getattr(other, "outcomes", {}))
+        return self
+
 
 def _separated(a_mean: float, a_ci: float, b_mean: float, b_ci: float) -> bool:
     """Disjoint 95% intervals (touching or missing intervals are not), as
