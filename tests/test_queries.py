@@ -162,7 +162,7 @@ def test_plots_draw_the_expected_panels(small_set, open_maze_policies):
     axes = plot_value_scatter(small_set)
     assert len(axes) == 5 and axes[0].get_xlabel().endswith("(steps in goal)")
     ax = plot_gap_histogram(small_set)
-    assert ax.get_ylabel() == "queries"
+    assert ax.get_ylabel() == "queries (count)"
     axes = plot_query(small_set, 0, open_maze_policies)
     assert len(axes) == 2 and axes[0].get_xlabel() == "x (m)"
     plt.close("all")
