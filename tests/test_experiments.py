@@ -615,3 +615,43 @@ def test_configuration_levels_are_compared_on_the_datasets_they_share(tmp_path):
     # with one level present, it keeps every dataset it has
     default_only = results[results["configuration"] == "default"]
     assert set(ex.ablation_rows(default_only, "prior-scale")["dataset"]) == set(results["dataset"])
+
+
+def test_load_run_queries_lines_up_with_the_saved_values(tmp_path):
+    import shutil
+
+    from opcc_edu.baselines import select_profile_queries
+    from opcc_edu.queries import load_queries
+
+    directory = ex.find_results_root() / "paper" / "tiny"
+    if not (directory / "values").is_dir():
+        pytest.skip("no committed paper/tiny results in this checkout")
+    slug = "hopper__medium__seed0__default"
+    values = ex.load_run_values(directory, slug)
+    queries = ex.load_run_queries(directory, slug)
+    assert len(queries.target) == len(values.target) == 300
+    np.testing.assert_array_equal(queries.target, values.target)
+    np.testing.assert_array_equal(queries.horizon, values.horizon)
+    # the truth behind each target: "is the second side better?" is yes exactly where its return is higher
+    returns_a, returns_b = np.asarray(queries.returns_a).ravel(), np.asarray(queries.returns_b).ravel()
+    assert np.array_equal(returns_b > returns_a, np.asarray(values.target).astype(bool))
+    # a run whose saved targets no longer match the shipped query set is refused, naming both
+    copy = tmp_path / "paper" / "tiny"
+    (copy / "values").mkdir(parents=True)
+    for name in ("meta.json",):
+        shutil.copy(directory / name, copy / name)
+    other = select_profile_queries(load_queries("hopper", "paper"), n=300, seed=1)
+    from opcc_edu.io import save_npz
+
+    save_npz(
+        copy / "values" / f"{slug}.npz",
+        {
+            "values_a": values.values_a,
+            "values_b": values.values_b,
+            "target": np.asarray(other.target),
+            "horizon": np.asarray(other.horizon),
+        },
+        metadata={"info": {}},
+    )
+    with pytest.raises(ValueError, match="no longer matches run hopper__medium__seed0__default"):
+        ex.load_run_queries(copy, slug)

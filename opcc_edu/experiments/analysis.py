@@ -32,8 +32,11 @@ from .store import ResultsStore
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..queries import QuerySet
+
 __all__ = [
     "find_results_root",
+    "load_run_queries",
     "committed_results",
     "committed_profiles",
     "results_recipe",
@@ -238,6 +241,43 @@ def load_run_values(directory: str | os.PathLike, run: RunSpec | str) -> RunValu
     return RunValues(
         arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"], info=dict(metadata.get("info", {}))
     )
+
+
+def load_run_queries(directory: str | os.PathLike, run: RunSpec | str) -> QuerySet:
+    """The queries one saved run answered, in the order of its member values.
+
+    A run answers its profile's subset of the shipped query set of its environment and recipe
+    (:func:`opcc_edu.baselines.select_profile_queries` of
+    :func:`opcc_edu.queries.load_queries`), as many queries as its values hold. Query ``i`` of
+    the returned set is row ``i`` of :func:`load_run_values`, so per-query facts (true
+    returns, value gaps, policies, start states) can be set beside the members' estimates
+    without re-running anything.
+
+    Args:
+        directory: a results directory (``results/ablations/<recipe>/<profile>``).
+        run: a :class:`RunSpec` or a run's file slug (``hopper__medium__seed0__default``).
+
+    Raises:
+        ValueError: the selected queries' targets or horizons differ from the saved ones (the
+            shipped query set changed since the run).
+    """
+    from ..baselines.estimate import select_profile_queries
+    from ..queries import load_queries
+
+    slug = run.slug if isinstance(run, RunSpec) else str(run)
+    environment = run.environment if isinstance(run, RunSpec) else slug.split("__", 1)[0]
+    values = load_run_values(directory, run)
+    recipe = results_recipe(directory)
+    queries = select_profile_queries(load_queries(environment, recipe), n=len(values.target))
+    same = np.array_equal(np.asarray(queries.target), np.asarray(values.target)) and np.array_equal(
+        np.asarray(queries.horizon), np.asarray(values.horizon)
+    )
+    if not same:
+        raise ValueError(
+            f"the {recipe!r} query set of {environment} no longer matches run {slug} in {directory}: "
+            "targets or horizons differ (the shipped query set changed since the run)"
+        )
+    return queries
 
 
 # --------------------------------------------------------------------------------------------
