@@ -448,6 +448,11 @@ def agreement_summary(found: pd.DataFrame) -> list[str]:
         found: :func:`level_findings` output.
     """
     known = found.dropna(subset=["difference_paper"])
+    if known.empty:  # e.g. clipping, termination, mixture, reward: the paper has no table for them
+        return [
+            "the paper reports no numbers for these levels, so no difference has a counterpart to agree with;",
+            f"separated (disjoint 95% intervals): ours {int(found['separated_ours'].sum())} of {len(found)}",
+        ]
     same = int(known["same_direction"].astype(bool).sum())
     return [
         f"{same} of {len(known)} level differences with a paper counterpart point the same way;",
