@@ -7,14 +7,12 @@ answer function test the report's rows and the CPU time of ``meta.json``.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-import zlib
 
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_answers import SyntheticAnswers
 
 from opcc_edu import experiments as ex
 from opcc_edu.display import Table
@@ -187,30 +185,11 @@ def test_format_table_states_the_data_and_the_paper_cell_and_shows_tie_fair_besi
 # --------------------------------------------------------------------------------------------
 # Small grids: the report's rows and the CPU time of meta.json
 # --------------------------------------------------------------------------------------------
-class Answers:
-    """Member values around a random truth; optionally burns CPU in a child process."""
-
-    def __init__(self, child_seconds: float = 0.0):
-        self.child_seconds = child_seconds
-
-    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.RunValues:
-        if self.child_seconds:
-            burn = f"import time\nt = time.process_time()\nwhile time.process_time() - t < {self.child_seconds}: pass"
-            subprocess.run([sys.executable, "-c", burn], check=True)
-        rng = np.random.default_rng(zlib.crc32(run.run_id.encode()))
-        n, m = 60, 4
-        horizon = np.repeat(np.asarray([20, 30, 40]), n // 3)
-        a, b = rng.normal(size=n), rng.normal(size=n)
-        values_a = a[:, None] + 0.5 * rng.normal(size=(n, m))
-        values_b = b[:, None] + 0.5 * rng.normal(size=(n, m))
-        return ex.RunValues(values_a, values_b, (a < b).astype(np.int8), horizon, info={"seconds": 0.0})
-
-
 def test_the_report_states_profile_recipe_data_and_comparability_on_every_row(tmp_path):
     root = tmp_path / "ablations"
     grid = ex.plan_ablation("prior-scale", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
-    ex.run_grid(grid, root / "paper" / "tiny", answer_fn=Answers(), progress=False, queries="paper")
-    ex.run_grid(grid, root / "hard" / "tiny", answer_fn=Answers(), progress=False, queries="hard")
+    ex.run_grid(grid, root / "paper" / "tiny", answer_fn=SyntheticAnswers(), progress=False, queries="paper")
+    ex.run_grid(grid, root / "hard" / "tiny", answer_fn=SyntheticAnswers(), progress=False, queries="hard")
     chunks = ex.report_chunks(root)
     text = ex.report_text(root)
     assert text.index("## Profile tiny, paper query sets") < text.index("## Profile tiny, hard query sets")
@@ -234,7 +213,7 @@ def test_each_invocation_records_its_cpu_time_with_its_children(tmp_path):
     directory = tmp_path / "grid"
     grid = ex.plan_ablation("horizon", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
     start = time.perf_counter()
-    ex.run_grid(grid, directory, answer_fn=Answers(child_seconds=0.4), progress=False, label="horizon")
+    ex.run_grid(grid, directory, answer_fn=SyntheticAnswers(child_seconds=0.4), progress=False, label="horizon")
     wall = time.perf_counter() - start
     meta = ex.read_meta(directory)
     (session,) = meta["sessions"]
@@ -261,7 +240,7 @@ def test_sessions_written_before_cpu_time_stay_readable_and_are_counted_apart(tm
     assert grid_compute(directory) == {"wall_seconds": 12.0, "cpu_seconds": 0.0, "sessions": 1, "sessions_with_cpu": 0}
     assert grid_compute_text(directory) == "wall time 12 s, CPU time not recorded"
     grid = ex.plan_ablation("horizon", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=1)
-    ex.run_grid(grid, directory, answer_fn=Answers(), progress=False, label="horizon")
+    ex.run_grid(grid, directory, answer_fn=SyntheticAnswers(), progress=False, label="horizon")
     meta = ex.read_meta(directory)
     assert meta["sessions"][0] == old and "cpu_seconds" in meta["sessions"][1]
     assert meta["sessions_with_cpu_seconds"] == 1 and meta["total_cpu_seconds"] == meta["sessions"][1]["cpu_seconds"]

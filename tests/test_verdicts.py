@@ -7,11 +7,9 @@ lines stay what the chapters print.
 
 from __future__ import annotations
 
-import zlib
-
-import numpy as np
 import pandas as pd
 import pytest
+from synthetic_answers import SyntheticAnswers
 
 from opcc_edu import experiments as ex
 from opcc_edu import findings
@@ -203,24 +201,11 @@ def test_judge_finding_on_hand_made_tables():
     assert findings.judge_finding("confidence", mixed).outcomes["hopper"] == "inconclusive"
 
 
-class Answers:
-    """Member values around a random truth, the same for every configuration."""
-
-    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.RunValues:
-        rng = np.random.default_rng(zlib.crc32(f"{run.environment}/{run.seed}".encode()))
-        n, m = 60, 4
-        horizon = np.repeat(np.asarray([20, 30, 40]), n // 3)
-        a, b = rng.normal(size=n), rng.normal(size=n)
-        values_a = a[:, None] + 0.5 * rng.normal(size=(n, m))
-        values_b = b[:, None] + 0.5 * rng.normal(size=(n, m))
-        return ex.RunValues(values_a, values_b, (a < b).astype(np.int8), horizon, info={"seconds": 0.0})
-
-
 def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(tmp_path):
     root = tmp_path / "ablations"
     for name in ("prior-scale", "horizon"):
         grid = ex.plan_ablation(name, "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
-        ex.run_grid(grid, root / "paper" / "tiny", answer_fn=Answers(), progress=False)
+        ex.run_grid(grid, root / "paper" / "tiny", answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
     frame = findings.findings_at_a_glance(root)
     assert list(frame["ablation"]) == list(ex.ABLATIONS)
     column = "tiny (paper queries)"
