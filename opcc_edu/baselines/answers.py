@@ -103,6 +103,51 @@ class Answers:
     calibrated: dict[str, tuple[str, int, int]] = dataclasses.field(default_factory=dict)
     """Confidences added by :meth:`with_calibrated`: name -> (source confidence, folds, seed)."""
 
+    @classmethod
+    def from_values(
+        cls,
+        env_name: str,
+        dataset_name: str,
+        config: EnsembleConfig | FQEConfig,
+        queries: QuerySet,
+        values_a: np.ndarray,
+        values_b: np.ndarray,
+        confidences: Sequence[str],
+        k: int = 10,
+        started: float | None = None,
+        **fields: Any,
+    ) -> Answers:
+        """Score (N, M) member values of a model-based or model-free baseline.
+
+        Every confidence in ``confidences`` predicts and is scored by every metric per horizon
+        (:func:`opcc_edu.scoring.score_values`).
+
+        Args:
+            env_name, dataset_name, config, queries, values_a, values_b, k: as the fields.
+            confidences: confidence functions to score.
+            started: ``time.perf_counter()`` when value estimation began; ``answer_seconds``
+                runs from it to the end of scoring (None: scoring only).
+            fields: the remaining fields (``train_seconds``, ``cache_hit``, ``model_path``,
+                ``baseline``).
+        """
+        started = time.perf_counter() if started is None else started
+        target, horizon = queries.target, queries.horizon
+        predictions, confs, metrics = _metrics_table(values_a, values_b, target, horizon, confidences, k)
+        return cls(
+            env_name=env_name,
+            dataset_name=dataset_name,
+            config=config,
+            queries=queries,
+            values_a=values_a,
+            values_b=values_b,
+            predictions=predictions,
+            confidences=confs,
+            metrics=metrics,
+            k=k,
+            answer_seconds=time.perf_counter() - started,
+            **fields,
+        )
+
     @property
     def target(self) -> np.ndarray:
         """(N,) true answers."""
@@ -409,20 +454,17 @@ def answer_queries(
     values_a, values_b = estimate_values(
         model, queries, policies, runs=runs, mixture=config.mixture, seed=config.seed, progress=progress
     )
-    predictions, confs, metrics = _metrics_table(values_a, values_b, queries.target, queries.horizon, confidences, k)
-    return Answers(
-        env_name=env_name,
-        dataset_name=dataset_name,
-        config=config,
-        queries=queries,
-        values_a=values_a,
-        values_b=values_b,
-        predictions=predictions,
-        confidences=confs,
-        metrics=metrics,
-        k=k,
+    return Answers.from_values(
+        env_name,
+        dataset_name,
+        config,
+        queries,
+        values_a,
+        values_b,
+        confidences,
+        k,
+        started=start,
         train_seconds=float(info.get("train_seconds", 0.0)),
-        answer_seconds=time.perf_counter() - start,
         cache_hit=bool(info.get("cache_hit", False)),
         model_path=info.get("path"),
     )

@@ -379,7 +379,7 @@ def answer_queries_fqe(
     from ..datasets import DEFAULT_DATASET, load_dataset
     from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
     from ..utils import check_choice
-    from .answers import Answers, _metrics_table
+    from .answers import Answers
     from .estimate import select_profile_queries
 
     config = FQEConfig.from_profile() if config is None else config
@@ -407,19 +407,16 @@ def answer_queries_fqe(
     )
     start = time.perf_counter()
     values_a, values_b = fqe_values(model, queries)
-    predictions, confs, metrics = _metrics_table(values_a, values_b, queries.target, queries.horizon, confidences, k)
-    return Answers(
-        env_name=env_name,
-        dataset_name=dataset_name,
-        config=config,
-        queries=queries,
-        values_a=values_a,
-        values_b=values_b,
-        predictions=predictions,
-        confidences=confs,
-        metrics=metrics,
-        k=k,
+    return Answers.from_values(
+        env_name,
+        dataset_name,
+        config,
+        queries,
+        values_a,
+        values_b,
+        confidences,
+        k,
+        started=start,
         train_seconds=model.info["train_seconds"],
-        answer_seconds=time.perf_counter() - start,
         baseline="fqe",
     )
