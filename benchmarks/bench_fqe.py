@@ -34,24 +34,13 @@ from torch import nn
 from opcc_edu.baselines.fqe import FQEConfig, train_fqe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_rollout import RESULTS, machine  # noqa: E402
+from bench_rollout import RESULTS, machine, synthetic_transitions  # noqa: E402
 
 D, A, H, HIDDEN = 11, 3, 50, (64, 64)
 
 
 def dataset(t: int, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(t, D)).astype(np.float32)
-    act = rng.uniform(-1, 1, (t, A)).astype(np.float32)
-    w = rng.normal(scale=0.1, size=(D + A, D)).astype(np.float32)
-    nxt = obs + np.tanh(np.concatenate([obs, act], 1) @ w)
-    return {
-        "observations": obs,
-        "actions": act,
-        "next_observations": nxt,
-        "rewards": (1.0 + nxt[:, 0]).astype(np.float32),
-        "terminals": rng.uniform(size=t) < 0.01,
-    }
+    return synthetic_transitions(t, D, A, seed, reward_offset=1.0, terminal_rate=0.01)
 
 
 class LinearPolicy(nn.Module):

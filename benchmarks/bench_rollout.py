@@ -74,6 +74,30 @@ def machine() -> dict:
     }
 
 
+def synthetic_transitions(
+    t: int, d: int, a: int, seed: int = 0, reward_offset: float = 0.0, terminal_rate: float = 0.0
+) -> dict[str, np.ndarray]:
+    """``t`` D4RL-format transitions of a smooth random system (the training benchmarks' data).
+
+    Observations are standard normal, actions uniform in [-1, 1], the next observation
+    ``obs + tanh([obs, act] @ W)``, the reward ``reward_offset + next_obs[:, 0]``, and a
+    transition is terminal with probability ``terminal_rate``.
+    """
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(t, d)).astype(np.float32)
+    act = rng.uniform(-1, 1, (t, a)).astype(np.float32)
+    w = rng.normal(scale=0.1, size=(d + a, d)).astype(np.float32)
+    nxt = obs + np.tanh(np.concatenate([obs, act], 1) @ w)
+    terminals = rng.uniform(size=t) < terminal_rate if terminal_rate > 0 else np.zeros(t, bool)
+    return {
+        "observations": obs,
+        "actions": act,
+        "next_observations": nxt,
+        "rewards": (reward_offset + nxt[:, 0]).astype(np.float32),
+        "terminals": terminals,
+    }
+
+
 def make_policies(dtype=torch.float32) -> list[nn.Module]:
     gen = torch.Generator().manual_seed(1)
     out = []

@@ -44,24 +44,13 @@ from opcc_edu.baselines import EnsembleConfig
 from opcc_edu.dynamics import build_ensemble, train_dynamics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_rollout import RESULTS, machine  # noqa: E402
+from bench_rollout import RESULTS, machine, synthetic_transitions  # noqa: E402
 
 D, A, HIDDEN = 17, 6, (200, 200, 200, 200)
 
 
 def dataset(t: int, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(t, D)).astype(np.float32)
-    act = rng.uniform(-1, 1, (t, A)).astype(np.float32)
-    w = rng.normal(scale=0.1, size=(D + A, D)).astype(np.float32)
-    nxt = obs + np.tanh(np.concatenate([obs, act], 1) @ w)
-    return {
-        "observations": obs,
-        "actions": act,
-        "next_observations": nxt,
-        "rewards": nxt[:, 0].copy(),
-        "terminals": np.zeros(t, bool),
-    }
+    return synthetic_transitions(t, D, A, seed)
 
 
 def run_batched(data, m: int, steps: int, batch: int) -> float:
