@@ -17,6 +17,11 @@ Two stages, so the expensive part runs once and in the background:
     issue and writes ``benchmarks/results/answer_quality_<profile>.md``. Paper values are read
     from ``opcc_edu/assets/paper_results.csv`` (Tables 1 and 2), never typed in.
 
+``--train-steps N`` (both stages) trains the ensembles for N gradient steps instead of the
+profile's, all else default: its runs go to ``.bench-cache/answer_quality/<profile>-steps<N>/``
+and its report to ``answer_quality_<profile>-steps<N>.md``, so a longer fit is measured beside
+the default without mixing with it.
+
 The variant "true reward on model states" is what ``reward="predefined"`` computes on the
 mazes (same trained weights: the maze model's reward column is not used in that mode).
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -44,11 +50,15 @@ SPARSE = 1e-3
 """A maze patch (0.2 m square) is sparse when it holds at most this share of the dataset."""
 
 
-def _stem(profile: str, env: str, seed: int, recipe: str) -> Path:
-    return CACHE / profile / f"{env}__seed{seed}__{recipe}"
+def _label(profile: str, train_steps: int | None) -> str:
+    return profile if train_steps is None else f"{profile}-steps{train_steps}"
 
 
-def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
+def _stem(label: str, env: str, seed: int, recipe: str) -> Path:
+    return CACHE / label / f"{env}__seed{seed}__{recipe}"
+
+
+def run(profile: str, envs: list[str], seeds: int, dataset: str | None, train_steps: int | None = None) -> None:
     import torch
 
     from opcc_edu.baselines import EnsembleConfig
@@ -60,7 +70,9 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
     from opcc_edu.datasets import DEFAULT_DATASET, load_dataset
     from opcc_edu.queries import load_queries
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # 2 unless told otherwise
+    label = _label(profile, train_steps)
+    overrides = {} if train_steps is None else {"train_steps": train_steps}
     with use_profile(profile):
         for env in envs:
             name = dataset or DEFAULT_DATASET[env]
@@ -68,10 +80,10 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
             data = load_dataset(env, name, progress=False)
             data_seconds = time.perf_counter() - t0
             for seed in range(seeds):
-                if all((_stem(profile, env, seed, r).with_suffix(".json")).exists() for r in RECIPES):
+                if all((_stem(label, env, seed, r).with_suffix(".json")).exists() for r in RECIPES):
                     print(f"{env} seed {seed}: done already", flush=True)
                     continue
-                config = EnsembleConfig.from_profile(seed=seed)
+                config = EnsembleConfig.from_profile(seed=seed, **overrides)
                 t0 = time.perf_counter()
                 model = get_or_train_ensemble(env, name, config, progress=False)
                 load_seconds = time.perf_counter() - t0
@@ -87,7 +99,7 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
                     dec = decompose_value_error(model, subset, dataset=data, seed=seed)
                     decompose_seconds = time.perf_counter() - t0
                     heuristic = heuristic_answers(queries)
-                    stem = _stem(profile, env, seed, recipe)
+                    stem = _stem(label, env, seed, recipe)
                     stem.parent.mkdir(parents=True, exist_ok=True)
                     arrays = {
                         "model": np.concatenate([values_a, values_b]).astype(np.float32),
@@ -110,6 +122,7 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None) -> None:
                         "seed": seed,
                         "recipe": recipe,
                         "profile": profile,
+                        "train_steps": config.train_steps,
                         "n_queries": len(queries),
                         "cache_hit": bool(model.info.get("cache_hit", False)),
                         "train_seconds": float(model.info.get("train_seconds", 0.0)),
@@ -189,27 +202,40 @@ def _held_back(what: str, ev: float, true_reward: list[float], learned_on_true: 
     return text
 
 
-def report(profile: str) -> Path:
+def report(profile: str, train_steps: int | None = None) -> Path:
+    from opcc_edu.config import get_profile
     from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
 
+    label = _label(profile, train_steps)
     runs: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
-    for path in sorted((CACHE / profile).glob("*.json")):
+    for path in sorted((CACHE / label).glob("*.json")):
         meta = json.loads(path.read_text())
         with np.load(path.with_suffix(".npz")) as npz:
             arr = {k: npz[k] for k in npz.files}
         runs.setdefault((meta["env"], meta["recipe"]), []).append((meta, arr))
     if not runs:
-        raise SystemExit(f"no recorded runs under {CACHE / profile}; run the 'run' stage first")
+        raise SystemExit(f"no recorded runs under {CACHE / label}; run the 'run' stage first")
 
     def ci(values: list[float]) -> str:
         return format_mean_ci(*mean_confidence_interval(np.asarray(values, dtype=float)))
 
     lines = [
-        f"# Answer quality of the default baseline ({profile} profile)",
+        f"# Answer quality of the default baseline ({profile} profile"
+        + ("" if train_steps is None else f", {train_steps:,} training steps")
+        + ")",
         "",
         "Written by `python benchmarks/bench_answer_quality.py report --profile "
-        f"{profile}` from runs recorded by its `run` stage (seeds 0..S-1, the profile's default "
-        "ensemble, EV unless named). Cells are mean ± 95% t-interval over seeds.",
+        f"{profile}"
+        + ("" if train_steps is None else f" --train-steps {train_steps}")
+        + "` from runs recorded by its `run` stage (seeds 0..S-1, the profile's default "
+        "ensemble, EV unless named"
+        + (
+            ""
+            if train_steps is None
+            else f", trained for {train_steps:,} gradient steps instead of the profile's "
+            f"{get_profile(profile).dynamics_train_steps:,}"
+        )
+        + "). Cells are mean ± 95% t-interval over seeds.",
         "",
     ]
     envs = sorted({env for env, _ in runs}, key=lambda e: (e not in MAZES, e))
@@ -383,7 +409,7 @@ def report(profile: str) -> Path:
     lines += [f"| {t} | {m} |" for t, m in verdicts]
     lines += ["", f"Python {sys.version.split()[0]}, {platform.platform()}."]
     OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / f"answer_quality_{profile}.md"
+    out = OUT / f"answer_quality_{label}.md"
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
     return out
@@ -399,11 +425,15 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--dataset", default=None)
     p = sub.add_parser("report")
     p.add_argument("--profile", default="classroom")
+    for stage in (r, p):
+        stage.add_argument("--train-steps", type=int, default=None, help="gradient steps (default: the profile's)")
     args = parser.parse_args(argv)
+    if args.train_steps is not None and args.train_steps < 1:
+        parser.error(f"--train-steps must be >= 1, got {args.train_steps}")
     if args.stage == "run":
-        run(args.profile, args.envs, args.seeds, args.dataset)
+        run(args.profile, args.envs, args.seeds, args.dataset, args.train_steps)
     else:
-        report(args.profile)
+        report(args.profile, args.train_steps)
 
 
 if __name__ == "__main__":
