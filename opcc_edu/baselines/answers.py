@@ -120,15 +120,20 @@ class Answers:
         """Score (N, M) member values of a model-based or model-free baseline.
 
         Every confidence in ``confidences`` predicts and is scored by every metric per horizon
-        (:func:`opcc_edu.scoring.score_values`).
+        (:func:`opcc_edu.scoring.score_values`). Shapes: N queries, M members.
 
         Args:
-            env_name, dataset_name, config, queries, values_a, values_b, k: as the fields.
+            env_name, dataset_name, config, queries, k: as the fields.
+            values_a, values_b: (N, M) member values of each side, row i for ``queries[i]``.
             confidences: confidence functions to score.
             started: ``time.perf_counter()`` when value estimation began; ``answer_seconds``
                 runs from it to the end of scoring (None: scoring only).
             fields: the remaining fields (``train_seconds``, ``cache_hit``, ``model_path``,
                 ``baseline``).
+
+        Raises:
+            ValueError: values of different shapes, a row count other than the queries', or an
+                unknown confidence name (the message lists the valid ones).
         """
         started = time.perf_counter() if started is None else started
         target, horizon = queries.target, queries.horizon

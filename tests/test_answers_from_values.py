@@ -1,0 +1,42 @@
+"""Answers.from_values: the one place member values become scored answers (ensemble and FQE)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opcc_edu.baselines import EnsembleConfig
+from opcc_edu.baselines.answers import Answers
+from opcc_edu.baselines.estimate import select_profile_queries
+from opcc_edu.queries import load_queries
+from opcc_edu.scoring import score_values
+
+
+@pytest.fixture(scope="module")
+def queries():
+    return select_profile_queries(load_queries("maze2d-umaze", "paper"), 40, seed=0)
+
+
+def test_from_values_scores_like_score_values(queries):
+    rng = np.random.default_rng(1)
+    n = len(queries)
+    va, vb = rng.normal(size=(n, 4)), rng.normal(size=(n, 4))
+    answers = Answers.from_values(
+        "maze2d-umaze", "1m", EnsembleConfig(), queries, va, vb, ["ev", "pci"], k=5, baseline="fqe", train_seconds=2.0
+    )
+    expected = score_values(va, vb, queries.target, queries.horizon, ["ev", "pci"], k=5)
+    assert answers.metrics == expected.table()
+    np.testing.assert_array_equal(answers.predictions["pci"], expected.predictions["pci"])
+    assert (answers.baseline, answers.train_seconds, answers.k, answers.ensemble_size) == ("fqe", 2.0, 5, 4)
+    assert answers.answer_seconds >= 0
+
+
+def test_from_values_rejects_bad_input(queries):
+    n = len(queries)
+    good = np.zeros((n, 3))
+    with pytest.raises(ValueError, match="same shape"):
+        Answers.from_values("maze2d-umaze", "1m", EnsembleConfig(), queries, good, np.zeros((n - 1, 3)), ["ev"])
+    with pytest.raises(ValueError, match="valid choices: ev, pci, upci"):
+        Answers.from_values("maze2d-umaze", "1m", EnsembleConfig(), queries, good, good, ["nope"])
+    with pytest.raises(ValueError, match="same number of queries N"):
+        Answers.from_values("maze2d-umaze", "1m", EnsembleConfig(), queries, good[1:], good[1:], ["ev"])
