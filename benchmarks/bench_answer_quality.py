@@ -22,6 +22,11 @@ profile's, all else default: its runs go to ``.bench-cache/answer_quality/<profi
 and its report to ``answer_quality_<profile>-steps<N>.md``, so a longer fit is measured beside
 the default without mixing with it.
 
+``--dataset NAME`` (run stage) measures another dataset of the environments named (the
+locomotion targets name random, medium and expert): on the paper set only, cached as
+``<env>__<dataset>__seed<S>__paper``. The report adds one paper-set row and one target per
+dataset; every other section reads each environment's default dataset.
+
 The variant "true reward on model states" is what ``reward="predefined"`` computes on the
 mazes (same trained weights: the maze model's reward column is not used in that mode).
 """
@@ -54,8 +59,20 @@ def _label(profile: str, train_steps: int | None) -> str:
     return profile if train_steps is None else f"{profile}-steps{train_steps}"
 
 
-def _stem(label: str, env: str, seed: int, recipe: str) -> Path:
-    return CACHE / label / f"{env}__seed{seed}__{recipe}"
+def _stem(label: str, env: str, seed: int, recipe: str, dataset: str | None = None) -> Path:
+    """Cache stem of one run; the dataset appears in the name only when it is not the default."""
+    from opcc_edu.datasets import DEFAULT_DATASET
+
+    tag = "" if dataset in (None, DEFAULT_DATASET[env]) else f"__{dataset}"
+    return CACHE / label / f"{env}{tag}__seed{seed}__{recipe}"
+
+
+def _recipes(env: str, dataset: str) -> tuple[str, ...]:
+    """The hard sets (and their heuristic and same-state targets) are measured on the default
+    dataset only; another dataset is measured on the paper set, as in the paper's Table 1."""
+    from opcc_edu.datasets import DEFAULT_DATASET
+
+    return RECIPES if dataset == DEFAULT_DATASET[env] else ("paper",)
 
 
 def run(profile: str, envs: list[str], seeds: int, dataset: str | None, train_steps: int | None = None) -> None:
@@ -67,9 +84,15 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None, train_st
     from opcc_edu.baselines.estimate import estimate_values, select_profile_queries
     from opcc_edu.baselines.heuristic import heuristic_answers
     from opcc_edu.config import use_profile
-    from opcc_edu.datasets import DEFAULT_DATASET, load_dataset
+    from opcc_edu.datasets import DEFAULT_DATASET, dataset_names, load_dataset
     from opcc_edu.queries import load_queries
 
+    if dataset is not None:
+        for env in envs:
+            if dataset not in dataset_names(env):
+                raise SystemExit(
+                    f"--dataset {dataset!r} is not a dataset of {env}; valid choices: {', '.join(dataset_names(env))}"
+                )
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # 2 unless told otherwise
     label = _label(profile, train_steps)
     overrides = {} if train_steps is None else {"train_steps": train_steps}
@@ -79,15 +102,16 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None, train_st
             t0 = time.perf_counter()
             data = load_dataset(env, name, progress=False)
             data_seconds = time.perf_counter() - t0
+            recipes = _recipes(env, name)
             for seed in range(seeds):
-                if all((_stem(label, env, seed, r).with_suffix(".json")).exists() for r in RECIPES):
+                if all((_stem(label, env, seed, r, name).with_suffix(".json")).exists() for r in recipes):
                     print(f"{env} seed {seed}: done already", flush=True)
                     continue
                 config = EnsembleConfig.from_profile(seed=seed, **overrides)
                 t0 = time.perf_counter()
                 model = get_or_train_ensemble(env, name, config, progress=False)
                 load_seconds = time.perf_counter() - t0
-                for recipe in RECIPES:
+                for recipe in recipes:
                     queries = select_profile_queries(load_queries(env, recipe))
                     t0 = time.perf_counter()
                     values_a, values_b = estimate_values(model, queries, seed=seed, progress=False)
@@ -99,7 +123,7 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None, train_st
                     dec = decompose_value_error(model, subset, dataset=data, seed=seed)
                     decompose_seconds = time.perf_counter() - t0
                     heuristic = heuristic_answers(queries)
-                    stem = _stem(label, env, seed, recipe)
+                    stem = _stem(label, env, seed, recipe, name)
                     stem.parent.mkdir(parents=True, exist_ok=True)
                     arrays = {
                         "model": np.concatenate([values_a, values_b]).astype(np.float32),
@@ -145,7 +169,7 @@ def run(profile: str, envs: list[str], seeds: int, dataset: str | None, train_st
                     }
                     stem.with_suffix(".json").write_text(json.dumps(meta, indent=1))
                     print(
-                        f"{env} seed {seed} {recipe}: EV loss "
+                        f"{env} ({name}) seed {seed} {recipe}: EV loss "
                         f"{np.mean((values_a.mean(1) < values_b.mean(1)) != queries.target):.3f}"
                         f" train {meta['train_seconds']:.0f}s answer {answer_seconds:.0f}s"
                         f" decompose {decompose_seconds:.0f}s",
@@ -204,15 +228,22 @@ def _held_back(what: str, ev: float, true_reward: list[float], learned_on_true: 
 
 def report(profile: str, train_steps: int | None = None) -> Path:
     from opcc_edu.config import get_profile
+    from opcc_edu.datasets import DEFAULT_DATASET
     from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
 
     label = _label(profile, train_steps)
+    # runs: the default dataset of each environment, every section; other: another dataset,
+    # paper set only (one more row of the paper-set table and one more target).
     runs: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
+    other: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     for path in sorted((CACHE / label).glob("*.json")):
         meta = json.loads(path.read_text())
         with np.load(path.with_suffix(".npz")) as npz:
             arr = {k: npz[k] for k in npz.files}
-        runs.setdefault((meta["env"], meta["recipe"]), []).append((meta, arr))
+        if meta["dataset"] == DEFAULT_DATASET[meta["env"]]:
+            runs.setdefault((meta["env"], meta["recipe"]), []).append((meta, arr))
+        elif meta["recipe"] == "paper":
+            other.setdefault((meta["env"], meta["dataset"]), []).append((meta, arr))
     if not runs:
         raise SystemExit(f"no recorded runs under {CACHE / label}; run the 'run' stage first")
 
@@ -240,7 +271,15 @@ def report(profile: str, train_steps: int | None = None) -> Path:
     ]
     envs = sorted({env for env, _ in runs}, key=lambda e: (e not in MAZES, e))
     seeds_seen = {env: sorted({m["seed"] for m, _ in runs.get((env, "paper"), [])}) for env in envs}
-    lines += [f"Seeds per environment: {', '.join(f'{e} {len(s)}' for e, s in seeds_seen.items())}.", ""]
+    lines += [f"Seeds per environment: {', '.join(f'{e} {len(s)}' for e, s in seeds_seen.items())}."]
+    if other:
+        lines += [
+            "Other datasets (paper set only): "
+            + ", ".join(f"{e} {d} {len(v)}" for (e, d), v in sorted(other.items()))
+            + ". Every other section reads the default dataset of each environment "
+            "(mazes 1m, locomotion medium)."
+        ]
+    lines += [""]
 
     # --- paper sets ------------------------------------------------------------------------
     lines += [
@@ -252,8 +291,10 @@ def report(profile: str, train_steps: int | None = None) -> Path:
     ]
     verdicts = []
     held: list[str] = []
-    for env in envs:
-        entries = runs.get((env, "paper"), [])
+    paper_rows = [(env, runs.get((env, "paper"), [])) for env in envs]
+    paper_rows += [(env, other[(env, d)]) for env, d in sorted(other, key=lambda k: (k[0] not in MAZES, k))]
+    paper_rows.sort(key=lambda row: (row[0] not in MAZES, row[0]))
+    for env, entries in paper_rows:
         if not entries:
             continue
         dataset = entries[0][0]["dataset"]
@@ -267,9 +308,9 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
         target = None if paper is None else paper + margin
         met = "—" if target is None else ("yes" if np.mean(ev) <= target else "no")
-        verdicts.append((f"paper set, {env}: EV loss ≤ paper + {margin}", met))
+        verdicts.append((f"paper set, {env} ({dataset}): EV loss ≤ paper + {margin}", met))
         if met == "no":
-            held.append(_held_back(f"paper set, {env}", np.mean(sub_ev), tr, lt, target))
+            held.append(_held_back(f"paper set, {env} ({dataset})", np.mean(sub_ev), tr, lt, target))
         lines.append(
             f"| {env} ({dataset}) | {ci(ev)} | {paper if paper is not None else 'n/a'} | "
             f"{'n/a' if target is None else f'{target:.3f}'} | {met} | {ci(heur)} | {ci(sub_ev)} | "
