@@ -170,3 +170,57 @@ def test_reward_map_by_hand_and_bad_input(dec):
         dataclasses.replace(dec, step_xy=None).reward_map()
     with pytest.raises(ValueError, match="max_data_share"):
         dec.reward_map(dataset={"next_observations": np.zeros((3, 4))}).error_share_in_sparse_patches(2.0)
+
+
+# --- the termination variant (environments that terminate) -------------------------------------
+@pytest.fixture(scope="module")
+def hopper_setup():
+    torch.manual_seed(0)
+    data = generate_dataset("hopper", "medium", size=2000, seed=0, progress=False)
+    config = EnsembleConfig(ensemble_size=3, hidden_sizes=(32, 32), train_steps=60, batch_size=64, seed=0)
+    assert config.clip and not config.stochastic  # the by-hand rollout below assumes both
+    model, _ = train_ensemble(data, config, "hopper", progress=False)
+    queries = load_queries("hopper", "hard")
+    # the weakest policy (level 4) falls within the horizon from many starts
+    falls = np.flatnonzero((queries.policy_a == 4) & (queries.horizon >= 30))[:6]
+    queries = queries.select(np.r_[falls, np.flatnonzero(queries.policy_a == 1)[:2]])
+    return model, queries, load_policies("hopper")
+
+
+def test_simulators_termination_on_model_rollouts_by_hand(hopper_setup):
+    model, queries, policies = hopper_setup
+    dec = decompose_value_error(model, queries, policies)
+    n, m = len(queries), model.ensemble_size
+    assert dec.model_true_termination.shape == (2 * n, m)
+    states = np.concatenate([queries.state_a, queries.state_b])
+    level = np.concatenate([queries.policy_a, queries.policy_b])
+    horizon = np.concatenate([queries.horizon, queries.horizon])
+    first = np.concatenate([queries.action_a, queries.action_b])
+    trajectories = simulate_trajectories("hopper", states, policies, level - 1, horizon, first)
+    np.testing.assert_array_equal(dec.true_steps, trajectories.valid.sum(1))
+    assert (dec.true_steps < horizon).any() and (dec.true_steps >= 1).all()  # some sides fall
+    # One side that fell, stepped by hand: the model's states and clipped reward, no model rule
+    # stops it, and it runs exactly as many steps as the simulator's trajectory.
+    side = int(np.flatnonzero(dec.true_steps < horizon)[0])
+    obs = np.concatenate([queries.obs_a, queries.obs_b])[side]
+    state = torch.as_tensor(obs, dtype=torch.float32).expand(m, 1, -1)
+    total = torch.zeros(m, 1)
+    for t in range(int(dec.true_steps[side])):
+        if t == 0:
+            action = torch.as_tensor(first[side], dtype=torch.float32).expand(m, 1, -1)
+        else:
+            action = policies[level[side] - 1](state)
+        mean = model.predict_mean(state, action)
+        total += mean[..., -1].clamp(model.reward_low, model.reward_high)
+        state = torch.maximum(torch.minimum(state + mean[..., :-1], model.obs_high), model.obs_low)
+    np.testing.assert_allclose(dec.model_true_termination[side], total[:, 0].double().numpy(), rtol=1e-4, atol=1e-4)
+    assert "model, the simulator's termination" in set(dec.table()["variant"])
+
+
+def test_termination_variant_absent_where_it_cannot_be_computed(setup, dec, hopper_setup):
+    assert dec.model_true_termination is None  # the maze never terminates
+    model, queries, policies = hopper_setup
+    learned = EnsembleConfig(ensemble_size=2, hidden_sizes=(16,), train_steps=5, termination="learned", seed=0)
+    data = generate_dataset("hopper", "medium", size=500, seed=0, progress=False)
+    head, _ = train_ensemble(data, learned, "hopper", progress=False)
+    assert decompose_value_error(head, queries.select(np.arange(2)), policies).model_true_termination is None

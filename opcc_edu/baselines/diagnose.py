@@ -18,6 +18,13 @@ every query:
   observations (the mazes); for the locomotion tasks the reward needs the x-velocity, which
   observations lack, so this column is absent (``None``) unless the model predicts that
   feature itself (``reward="predefined"``, where ``model`` already is this column).
+* ``model_true_termination`` -- the model's own rollouts (learned dynamics and reward), with
+  the model's termination switched off and each side stopped after as many steps as the
+  simulator's trajectory lasted. Its difference from ``model`` is the **termination error**
+  alone: a policy that falls in the simulator but not in the model (or the reverse). Computed
+  for the environments that terminate (Hopper, Walker2d) when the model's termination is the
+  predefined rule or none; ``None`` elsewhere (a learned termination head changes the
+  network's shape, so it cannot be switched off on the same weights).
 
 Besides the values it measures prediction error directly: the **one-step** error of each
 observation dimension and of the reward on the held-out transitions of the model's dataset
@@ -114,14 +121,19 @@ def one_step_errors(
     }
 
 
+def _with_spec(model: DynamicsEnsemble, **changes: Any) -> DynamicsEnsemble:
+    """The same members (same weights) under a spec with ``changes`` applied."""
+    from ..dynamics import build_ensemble
+
+    copy = build_ensemble(dataclasses.replace(model.spec, **changes), init=False).to(model.device)
+    copy.load_state_dict(model.state_dict())
+    return copy.eval()
+
+
 def _with_true_reward(model: DynamicsEnsemble) -> DynamicsEnsemble:
     """The same members in predefined-reward mode: a maze model's steps then pay the maze's
     true reward on its own predicted states (its reward column is learned but not used)."""
-    from ..dynamics import build_ensemble
-
-    copy = build_ensemble(dataclasses.replace(model.spec, reward="predefined"), init=False).to(model.device)
-    copy.load_state_dict(model.state_dict())
-    return copy.eval()
+    return _with_spec(model, reward="predefined")
 
 
 @dataclasses.dataclass
@@ -237,6 +249,12 @@ class ValueErrorDecomposition:
     """(2N, H) the simulator's reward of each step (mazes; NaN past a side's horizon)."""
     step_learned_reward: np.ndarray | None = None
     """(2N, H) the members' mean learned (clipped) reward for the same steps (mazes)."""
+    model_true_termination: np.ndarray | None = None
+    """(2N, M) the model's rollouts stopped where the simulator's stopped (None where the
+    environment never terminates or the model's termination is learned)."""
+    true_steps: np.ndarray | None = None
+    """(2N,) steps the simulator's trajectory of each side lasted (its horizon unless it
+    terminated earlier)."""
 
     # ------------------------------------------------------------------------------------
     def _variants(self) -> dict[str, np.ndarray]:
@@ -247,6 +265,8 @@ class ValueErrorDecomposition:
         }
         if self.true_reward_model_states is not None:
             out["true reward on model states"] = self.true_reward_model_states
+        if self.model_true_termination is not None:
+            out["model, the simulator's termination"] = self.model_true_termination
         return out
 
     def table(self) -> pd.DataFrame:
@@ -439,6 +459,23 @@ def decompose_value_error(
             _with_true_reward(model), policies, obs, level - 1, horizon, first, gamma, seed=seed, progress=progress
         )[..., 0]
 
+    true_steps = valid.sum(1).astype(np.int64)
+    true_termination = None
+    if spec.termination != "none" and model.spec.termination != "learned":
+        # The model's dynamics and reward, the simulator's termination: no model rule stops a
+        # rollout, and each side runs exactly as many steps as the simulator's did.
+        true_termination = rollout_values(
+            _with_spec(model, termination="none"),
+            policies,
+            obs,
+            level - 1,
+            np.maximum(true_steps, 1),
+            first,
+            gamma,
+            seed=seed,
+            progress=progress,
+        )[..., 0]
+
     open_loop: dict[int, float] = {}
     with torch.no_grad():
         state = torch.as_tensor(trajectories.observations[:, 0], dtype=torch.float32, device=model.device)
@@ -468,5 +505,7 @@ def decompose_value_error(
         true_reward_model_states=true_on_model,
         one_step=one_step,
         open_loop=open_loop,
+        model_true_termination=true_termination,
+        true_steps=true_steps,
         **step_maps,
     )
