@@ -245,6 +245,8 @@ def _held_back(
 ) -> str:
     """One sentence: which learned part holds a missed target back, from the decomposed subset."""
     text = f"{what}: EV loss {ev:.3f} on the decomposed subset (bound {bound:.3f})"
+    if ev <= bound:
+        text += " -- the subset itself is within the bound, so the miss of the mean lies outside it"
     if true_reward:
         tr = float(np.mean(true_reward))
         text += f"; {tr:.3f} with the true reward paid on the model's states"
