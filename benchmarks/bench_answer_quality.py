@@ -322,7 +322,7 @@ def report(profile: str, train_steps: int | None = None) -> Path:
     lines += [f"Seeds per environment: {', '.join(f'{e} {len(s)}' for e, s in seeds_seen.items())}."]
     if other:
         lines += [
-            "Other datasets (paper set only): "
+            "Other datasets (seeds; the paper and hard sets): "
             + ", ".join(f"{e} {d} {len(v)}" for (e, d), v in sorted(other.items()))
             + ". Every other section reads the default dataset of each environment "
             "(mazes 1m, locomotion medium)."

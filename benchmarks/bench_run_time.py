@@ -103,8 +103,9 @@ def report(profile: str, rows: list[dict], info: dict) -> Path:
         "environment in a child process, 2 threads, `--no-cache` (training included), seed 0, the default "
         "dataset (generated or read beforehand and timed apart). Budget ratio = wall / "
         + (f"{budget:.0f} s (at most 1 meets the target)." if budget else "no budget for this profile."),
-        "CPU time over two cores is a lower bound of the wall time on a free machine; a load average "
-        "above 2 at the start means the run shared the machine.",
+        "CPU time over two cores is a lower bound of the wall time on a free machine. The one-minute load "
+        "average at the start still counts the previous run's own two threads (about 2 when nothing else "
+        "runs); well above 2 means the run shared the machine.",
         "",
         "| environment | queries | wall s | budget ratio | CPU s | CPU s / 2 | train s | answer s | "
         "load at start | EV loss | dataset s (apart) |",
