@@ -127,6 +127,13 @@ def report(profile: str, rows: list[dict], info: dict) -> Path:
     if verdicts:
         lines += ["", "| target | met |", "|---|---|"]
         lines += [f"| {t} | {'yes' if ok else 'no'} |" for t, ok in verdicts]
+    if any(not ok for t, ok in verdicts if "EV loss" in t):
+        lines += [
+            "",
+            "The U-maze's loss is held back by its learned reward, not by the run's budget: the decomposition "
+            "in `answer_quality_classroom.md` (its column "
+            "'true reward on model states') and, at this profile, the `answering_pcqs` chapter's table of variants show it.",
+        ]
     lines += [
         "",
         f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch {info['torch']}, "
