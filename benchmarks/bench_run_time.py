@@ -131,8 +131,8 @@ def report(profile: str, rows: list[dict], info: dict) -> Path:
         lines += [
             "",
             "The U-maze's loss is held back by its learned reward, not by the run's budget: the decomposition "
-            "in `answer_quality_classroom.md` (its column "
-            "'true reward on model states') and, at this profile, the `answering_pcqs` chapter's table of variants show it.",
+            "in `answer_quality_classroom.md` (its column 'true reward on model states') and, at this profile, "
+            "the `answering_pcqs` chapter's table of variants show it.",
         ]
     lines += [
         "",
