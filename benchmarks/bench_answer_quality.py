@@ -69,12 +69,6 @@ def _stem(label: str, env: str, seed: int, recipe: str, dataset: str | None = No
     return CACHE / label / f"{env}{tag}__seed{seed}__{recipe}"
 
 
-def _recipes(env: str, dataset: str) -> tuple[str, ...]:
-    """Both query sets on every dataset: the targets read the paper set of every dataset and the
-    hard set of the default one; the hard sets of other datasets get a table of their own."""
-    return RECIPES
-
-
 def run(
     profile: str,
     envs: list[str],
@@ -109,23 +103,22 @@ def run(
             t0 = time.perf_counter()
             data = load_dataset(env, name, progress=False)
             data_seconds = time.perf_counter() - t0
-            recipes = _recipes(env, name)
             for seed in range(seeds):
                 old_meta = {}
-                for r in recipes:
+                for r in RECIPES:
                     path = _stem(label, env, seed, r, name).with_suffix(".json")
                     if path.exists():
                         old_meta = json.loads(path.read_text())
                 if old_meta and redo:
                     print(f"{env} seed {seed}: recorded, recomputing (--redo)", flush=True)
-                elif all((_stem(label, env, seed, r, name).with_suffix(".json")).exists() for r in recipes):
+                elif all((_stem(label, env, seed, r, name).with_suffix(".json")).exists() for r in RECIPES):
                     print(f"{env} seed {seed}: done already", flush=True)
                     continue
                 config = EnsembleConfig.from_profile(seed=seed, **overrides)
                 t0 = time.perf_counter()
                 model = get_or_train_ensemble(env, name, config, progress=False)
                 load_seconds = time.perf_counter() - t0
-                for recipe in recipes:
+                for recipe in RECIPES:
                     queries = select_profile_queries(load_queries(env, recipe))
                     t0 = time.perf_counter()
                     values_a, values_b = estimate_values(model, queries, seed=seed, progress=False)
@@ -222,6 +215,12 @@ def _ev_loss(values: np.ndarray, target: np.ndarray, mask: np.ndarray | None = N
     return float((pred[mask] != target[mask]).mean())
 
 
+def _sub_loss(arr: dict[str, np.ndarray], variant: str, same_state: bool = False) -> float:
+    """EV loss of one decomposition variant on the decomposed subset (its same-state part)."""
+    n = len(arr["sub_target"])
+    return _ev_loss(arr[variant], arr["sub_target"], arr["sub_same_state"][:n] if same_state else None)
+
+
 def _paper_value(table: int, env: str, dataset: str, metric: str = "loss") -> float | None:
     from opcc_edu.experiments import paper_results
 
@@ -277,8 +276,9 @@ def report(profile: str, train_steps: int | None = None) -> Path:
     from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
 
     label = _label(profile, train_steps)
-    # runs: the default dataset of each environment, every section; other: another dataset,
-    # paper set only (one more row of the paper-set table and one more target).
+    # runs: the default dataset of each environment, every section; other / other_hard: another
+    # dataset's paper set (one more row of the paper-set table and one more target) and hard set
+    # (a table of its own).
     runs: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     other: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     other_hard: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
@@ -350,10 +350,10 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         paper = _paper_value(table, env, dataset)
         margin = 0.03 if env in MAZES else 0.05
         ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
-        sub_ev = [_ev_loss(a["sub_model"], a["sub_target"]) for _, a in entries]
-        tr = [_ev_loss(a["true_on_model"], a["sub_target"]) for _, a in entries if "true_on_model" in a]
-        lt = [_ev_loss(a["learned_on_true"], a["sub_target"]) for _, a in entries]
-        tt = [_ev_loss(a["true_termination"], a["sub_target"]) for _, a in entries if "true_termination" in a]
+        sub_ev = [_sub_loss(a, "sub_model") for _, a in entries]
+        tr = [_sub_loss(a, "true_on_model") for _, a in entries if "true_on_model" in a]
+        lt = [_sub_loss(a, "learned_on_true") for _, a in entries]
+        tt = [_sub_loss(a, "true_termination") for _, a in entries if "true_termination" in a]
         heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
         target = None if paper is None else paper + margin
         met = "—" if target is None else ("yes" if np.mean(ev) <= target else "no")
@@ -383,21 +383,21 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
         gap_met = "yes" if np.mean(heur) - np.mean(ev) >= 0.05 else "no"
         if gap_met == "no":
-            sub = [_ev_loss(a["sub_model"], a["sub_target"]) for _, a in entries]
-            tr_all = [_ev_loss(a["true_on_model"], a["sub_target"]) for _, a in entries if "true_on_model" in a]
-            lt_all = [_ev_loss(a["learned_on_true"], a["sub_target"]) for _, a in entries]
-            tt_all = [_ev_loss(a["true_termination"], a["sub_target"]) for _, a in entries if "true_termination" in a]
+            sub = [_sub_loss(a, "sub_model") for _, a in entries]
+            tr_all = [_sub_loss(a, "true_on_model") for _, a in entries if "true_on_model" in a]
+            lt_all = [_sub_loss(a, "learned_on_true") for _, a in entries]
+            tt_all = [_sub_loss(a, "true_termination") for _, a in entries if "true_termination" in a]
             held.append(_held_back(f"hard set, {env}", np.mean(sub), tr_all, lt_all, np.mean(heur) - 0.05, tt_all))
         verdicts.append((f"hard set, {env}: EV ≥ 0.05 below the heuristic", gap_met))
         n = len(entries[0][1]["target"])
         same = [_ev_loss(a["model"], a["target"], a["same_state"][:n]) for _, a in entries if a["same_state"].any()]
         same_tr = [
-            _ev_loss(a["true_on_model"], a["sub_target"], a["sub_same_state"][: len(a["sub_target"])])
+            _sub_loss(a, "true_on_model", same_state=True)
             for _, a in entries
             if a["sub_same_state"].any() and "true_on_model" in a
         ]
         same_tt = [
-            _ev_loss(a["true_termination"], a["sub_target"], a["sub_same_state"][: len(a["sub_target"])])
+            _sub_loss(a, "true_termination", same_state=True)
             for _, a in entries
             if a["sub_same_state"].any() and "true_termination" in a
         ]
@@ -423,11 +423,7 @@ def report(profile: str, train_steps: int | None = None) -> Path:
             ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
             heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
             same = [_ev_loss(a["model"], a["target"], a["same_state"][:n]) for _, a in entries]
-            same_tt = [
-                _ev_loss(a["true_termination"], a["sub_target"], a["sub_same_state"][: len(a["sub_target"])])
-                for _, a in entries
-                if "true_termination" in a
-            ]
+            same_tt = [_sub_loss(a, "true_termination", same_state=True) for _, a in entries if "true_termination" in a]
             lines.append(
                 f"| {env} | {dataset} | {len(entries)} | {ci(ev)} | {ci(heur)} | {ci(same)} | "
                 f"{ci(same_tt) if same_tt else 'n/a'} |"
