@@ -617,6 +617,27 @@ def test_configuration_levels_are_compared_on_the_datasets_they_share(tmp_path):
     assert set(ex.ablation_rows(default_only, "prior-scale")["dataset"]) == set(results["dataset"])
 
 
+def test_configuration_ablations_leave_out_environments_missing_a_level(tmp_path):
+    # The dataset-type grid runs the default model on environments that a configuration
+    # ablation never ran; their single level must not appear in that ablation's table.
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    ex.run_grid(
+        ex.plan_ablation("prior-scale", "tiny", environments=["hopper"], seeds=2),
+        tmp_path,
+        answer_fn=answer,
+        progress=False,
+    )
+    grid = ex.plan_ablation("dataset-type", "tiny", environments=["walker2d"], datasets=["medium"], seeds=2)
+    ex.run_grid(grid, tmp_path, answer_fn=answer, progress=False)
+    results = ex.load_results(tmp_path)
+    assert set(results["environment"]) == {"hopper", "walker2d"}
+    rows = ex.ablation_rows(results, "prior-scale")
+    assert set(rows["environment"]) == {"hopper"} and set(rows["level"]) == {"0", "5"}
+    assert set(ex.aggregate(results, "prior-scale")["environment"]) == {"hopper"}
+    # a selection factor reads the default runs of both
+    assert set(ex.ablation_rows(results, "horizon")["environment"]) == {"hopper", "walker2d"}
+
+
 def test_load_run_queries_lines_up_with_the_saved_values(tmp_path):
     import shutil
 

@@ -323,8 +323,23 @@ def _select(results: pd.DataFrame, ablation: Ablation, grid: GridSpec | None = N
         frame = frame[frame["configuration"].isin(labels)]
         frame = frame.assign(level=frame["configuration"].map(labels))
         if grid is None and len(frame):
-            frame = frame[_shared_datasets_mask(frame)]
+            frame = frame[_complete_environments_mask(frame) & _shared_datasets_mask(frame)]
     return frame
+
+
+def _complete_environments_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Rows of the environments that have every level present in ``frame`` (configuration factors).
+
+    A results directory also holds default-configuration runs of environments that a
+    configuration ablation never ran (the dataset-type grid trains the default model on every
+    environment); such an environment has one level, which compares with nothing, so it is left
+    out. A frame with a single level everywhere keeps every environment.
+    """
+    environments = frame["environment"].to_numpy()
+    levels = frame["level"].to_numpy()
+    present = set(levels)
+    complete = [env for env in np.unique(environments) if set(levels[environments == env]) == present]
+    return np.isin(environments, complete)
 
 
 def _shared_datasets_mask(frame: pd.DataFrame) -> np.ndarray:
