@@ -301,6 +301,20 @@ def test_baseline_defaults_are_read_from_the_config():
     assert spec.prior_scale == 2.0 and spec.stochastic and (spec.obs_dim, spec.act_dim) == (11, 3)
 
 
+def test_a_runs_ensemble_config_is_the_profile_the_defaults_its_overrides_and_its_seed():
+    from opcc_edu.experiments import RunSpec, run_ensemble_config
+
+    run = RunSpec("hopper", "medium", 2, {"model_type": "ar", "ar_targets": "all"})
+    config = run_ensemble_config(run, "classroom")
+    assert (config.ensemble_size, config.hidden_sizes, config.train_steps) == (20, (200, 200, 200), 3000)
+    assert (config.model_type, config.ar_targets, config.seed) == ("ar", "all", 2)
+    assert config.clip == EnsembleConfig().clip  # a field the run leaves alone keeps its default
+    tiny = run_ensemble_config(RunSpec("hopper", "medium", 0, {}), "tiny")
+    assert tiny == dataclasses.replace(EnsembleConfig.from_profile("tiny"), seed=0)
+    with pytest.raises(ValueError, match=r"no field\(s\) \['depth'\].*valid fields"):
+        run_ensemble_config(RunSpec("hopper", "medium", 0, {"depth": 3}), "tiny")
+
+
 def test_config_module_imports_neither_torch_nor_the_simulator():
     import subprocess
     import sys

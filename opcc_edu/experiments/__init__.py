@@ -68,6 +68,7 @@ from .answers import (
     baseline_answer_function,
     fqe_answer_function,
     heuristic_answer_function,
+    run_ensemble_config,
     score_values,
     synthetic_answer_function,
 )
@@ -132,6 +133,7 @@ __all__ = [
     "baseline_answer_function",
     "fqe_answer_function",
     "heuristic_answer_function",
+    "run_ensemble_config",
     "synthetic_answer_function",
     "run_grid",
     "run_ablation",

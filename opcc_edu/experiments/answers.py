@@ -30,6 +30,7 @@ __all__ = [
     "synthetic_answer_function",
     "baseline_answer_function",
     "heuristic_answer_function",
+    "run_ensemble_config",
 ]
 
 #: Keys of one row of :func:`score_values` (the scored columns of ``results.csv``): the paper's
@@ -282,7 +283,7 @@ def baseline_answer_function(
 
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
         baselines = _baselines_module()
-        config = _ensemble_config(baselines, get_profile(profile), run)
+        config = run_ensemble_config(run, profile)
         start = time.perf_counter()
         answers = baselines.answer_queries(
             run.environment, run.dataset, config=config, progress=progress, recipe=recipe, **answer_kwargs
@@ -356,8 +357,23 @@ def _query_provenance(env_name: str, recipe: str) -> dict[str, Any]:
     return {}
 
 
-def _ensemble_config(baselines: Any, profile: Profile, run: RunSpec) -> Any:
-    """Adapter to ``opcc_edu.baselines.EnsembleConfig``: profile sizes + defaults + overrides."""
+def run_ensemble_config(run: RunSpec, profile: Profile | str | None = None) -> Any:
+    """The ``EnsembleConfig`` a run of the ensemble baseline trains and answers with.
+
+    The profile's sizes, then :data:`~opcc_edu.experiments.registry.BASELINE_DEFAULTS`, the
+    run's overrides and its seed -- what :func:`baseline_answer_function` uses, so
+    ``opcc_edu.baselines.get_or_train_ensemble(run.environment, run.dataset, config)`` finds a
+    grid's trained ensemble in the cache.
+
+    Args:
+        run: the run (:class:`~opcc_edu.experiments.grid.RunSpec`).
+        profile: profile (object or name); the active one when ``None``.
+
+    Raises:
+        ValueError: an override names no field of ``EnsembleConfig`` (the valid ones listed).
+    """
+    baselines = _baselines_module()
+    profile = get_profile(profile)
     config_cls = baselines.EnsembleConfig
     fields = {f.name for f in dataclasses.fields(config_cls)}
     if hasattr(config_cls, "from_profile"):

@@ -1,0 +1,137 @@
+"""One-step error of the ensembles a committed ablation grid trained, level against level.
+
+``bench_training.py --model-type ar`` trains fresh models at the ``tiny`` sizes to compare the
+autoregressive objectives. This script measures the models the grid itself trained and
+answered with: for every run of an ablation in a profile (by default ``model-type`` in
+``classroom`` on maze2d-umaze and Hopper, 3 seeds) it obtains the run's ensemble through the
+ensemble cache, with the configuration the grid used
+(:func:`opcc_edu.experiments.run_ensemble_config`), and scores it on the transitions its
+training held out (:func:`opcc_edu.baselines.diagnose.holdout_indices`, the run's seed). The
+measure is ``bench_training.py``'s: the one-step mean squared error per target dimension in
+standardised units, mean over members, the autoregressive model predicting each dimension from
+its own earlier predictions as in a rollout.
+
+A run whose ensemble is not in the cache is trained first (the same weights the grid trained:
+training is seeded), so the script reproduces on a machine that never ran the grid; it says for
+each run whether the cache held it.
+
+``python benchmarks/bench_model_error.py [--ablation model-type] [--profile classroom]
+[--seeds 3] [ENV ...]`` writes ``benchmarks/results/model_error_<ablation>_<profile>.json``
+and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_rollout import RESULTS, machine  # noqa: E402
+from bench_training import held_out_mse_per_dim  # noqa: E402
+
+DEFAULT_ENVIRONMENTS = ("maze2d-umaze", "hopper")
+
+
+def measure(ablation: str, profile: str, seeds: int, environments: list[str]) -> dict:
+    """``{env/dataset: {level: [{seed, cache_hit, mse_per_dim, ...}, ...]}}`` over the grid's runs."""
+    from opcc_edu.baselines import get_or_train_ensemble
+    from opcc_edu.config import use_profile
+    from opcc_edu.datasets import load_dataset
+    from opcc_edu.experiments import configuration_label, get_ablation, plan_ablation, run_ensemble_config
+
+    labels = {configuration_label(lv.overrides): lv.label for lv in get_ablation(ablation).levels}
+    results: dict = {}
+    with use_profile(profile):
+        grid = plan_ablation(ablation, profile, environments=environments, seeds=seeds)
+        order = [configuration_label(c) for c in grid.configurations]
+        runs = sorted(
+            grid.runs(), key=lambda r: (environments.index(r.environment), order.index(r.configuration), r.seed)
+        )
+        for run in runs:
+            level = labels.get(run.configuration, run.configuration)
+            config = run_ensemble_config(run, profile)
+            start = time.perf_counter()
+            model = get_or_train_ensemble(run.environment, run.dataset, config, progress=False)
+            data = load_dataset(run.environment, run.dataset, progress=False)
+            mse = held_out_mse_per_dim(model, data, config.seed)
+            cell = {
+                "seed": run.seed,
+                "configuration": run.configuration,
+                "cache_hit": bool(model.info.get("cache_hit", False)),
+                "ensemble": Path(model.info.get("path", "")).name,
+                "transitions": int(len(data["observations"])),
+                "mse_per_dim": mse.tolist(),
+                "mse": float(mse.mean()),
+                "seconds": time.perf_counter() - start,
+            }
+            results.setdefault(f"{run.environment}/{run.dataset}", {}).setdefault(str(level), []).append(cell)
+            print(
+                f"  {run.environment}/{run.dataset} {run.configuration} seed {run.seed}: mse {cell['mse']:.4f} "
+                f"({'cache' if cell['cache_hit'] else 'trained'}, {cell['seconds']:.0f}s)",
+                flush=True,
+            )
+    return results
+
+
+def text(results: dict, args, host: dict) -> str:
+    from opcc_edu.config import get_profile
+
+    prof = get_profile(args.profile)
+    lines = [
+        f"# One-step error of the `{args.ablation}` grid's ensembles, profile `{args.profile}`",
+        "",
+        f"`python benchmarks/bench_model_error.py --ablation {args.ablation} --profile {args.profile} "
+        f"--seeds {args.seeds} {' '.join(args.environments)}` on {host['cpu']}, torch {host['torch']}. "
+        f"Profile `{args.profile}`: {prof.ensemble_size} members of {list(prof.hidden_sizes)}, "
+        f"{prof.dynamics_train_steps} gradient steps of {prof.batch_size} rows per member. Each run's own "
+        "ensemble (the grid's configuration and seed, through the ensemble cache), scored on the "
+        "transitions its training held out: one-step MSE per target dimension in standardised units, "
+        "mean over members and dimensions; the autoregressive model predicts each dimension from its own "
+        "earlier predictions.",
+        "",
+        "| data | level | runs | from the cache | MSE per seed | mean | ratio to the first level |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for data, levels in results.items():
+        first = None
+        for level, cells in levels.items():
+            mean = float(np.mean([c["mse"] for c in cells]))
+            first = mean if first is None else first
+            lines.append(
+                f"| {data} | {level} | {len(cells)} | {sum(c['cache_hit'] for c in cells)} | "
+                + ", ".join(f"{c['mse']:.4f}" for c in cells)
+                + f" | {mean:.4f} | {mean / first:.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("environments", nargs="*", default=list(DEFAULT_ENVIRONMENTS))
+    parser.add_argument("--ablation", default="model-type", help="registry key of the ablation")
+    parser.add_argument("--profile", default="classroom")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    host = machine()
+    results = measure(args.ablation, args.profile, args.seeds, args.environments)
+    host["load_average_end"] = os.getloadavg()
+    stem = RESULTS / f"model_error_{args.ablation}_{args.profile}"
+    meta = {"machine": host, "config": vars(args)}
+    stem.with_suffix(".json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
+    report = text(results, args, host)
+    stem.with_suffix(".md").write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
