@@ -676,3 +676,59 @@ def test_load_run_queries_lines_up_with_the_saved_values(tmp_path):
     )
     with pytest.raises(ValueError, match="no longer matches run hopper__medium__seed0__default"):
         ex.load_run_queries(copy, slug)
+
+
+@pytest.mark.parametrize("baseline", ["ensemble", "fqe"])
+def test_a_grid_reads_data_and_queries_at_its_own_profile_not_the_active_one(monkeypatch, baseline):
+    # A classroom grid run from a shell without OPCC_EDU_PROFILE (active profile: tiny) must
+    # train on the classroom's 200,000 transitions and answer its 1,500 queries.
+    from opcc_edu import baselines
+    from opcc_edu.baselines import fqe
+    from opcc_edu.config import get_profile, use_profile
+
+    seen = {}
+
+    def fake(env_name, dataset_name, config=None, queries=None, dataset_size=None, runs=None, **kwargs):
+        seen.update(config=config, n=len(queries), dataset_size=dataset_size, runs=runs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(baselines, "answer_queries", fake)
+    monkeypatch.setattr(fqe, "answer_queries_fqe", fake)
+    make = ex.baseline_answer_function if baseline == "ensemble" else ex.fqe_answer_function
+    run = ex.RunSpec("hopper", "medium", 1, {})
+    with use_profile("tiny"):
+        with pytest.raises(RuntimeError, match="stop here"):
+            make("classroom", queries="paper")(run, progress=False)
+        assert get_profile().name == "tiny"  # the active profile is left alone
+        sizes = ex.run_sizes(run, "classroom", "paper")
+    classroom = get_profile("classroom")
+    assert seen["dataset_size"] == sizes["dataset_size"] == classroom.dataset_size == 200_000
+    assert seen["n"] == len(sizes["queries"]) == classroom.queries_per_env == 1_500
+    assert seen["config"].ensemble_size == classroom.ensemble_size and seen["config"].seed == 1
+    if baseline == "ensemble":
+        assert seen["runs"] == classroom.mc_runs
+    # a recipe smaller than the profile's size caps it
+    assert ex.run_sizes(ex.RunSpec("maze2d-umaze", "10k", 0, {}), "classroom")["dataset_size"] == 10_000
+
+
+def test_a_results_directory_holds_one_set_of_sizes(tmp_path, monkeypatch):
+    # the grid's sizes are recorded in meta.json; a profile with other data or query sizes is
+    # refused before it runs, instead of being averaged with the runs there as another seed
+    from opcc_edu.experiments import runner
+
+    monkeypatch.setattr(
+        runner,
+        "baseline_answer_function",
+        lambda profile=None, queries=None: ex.synthetic_answer_function(n_queries=20),
+    )
+    grid = ex.plan_ablation("horizon", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=1)
+    ex.run_grid(grid, tmp_path, profile="tiny", progress=False)
+    tiny = {"dataset_size": 20_000, "queries_per_env": 300, "mc_runs": 1}
+    assert ex.results_sizes(tmp_path) == tiny == runner.profile_sizes("tiny")
+    ex.run_grid(grid, tmp_path, profile="tiny", progress=False)  # the same sizes: resumes
+    with pytest.raises(ValueError, match=r"holds runs at .*20000.*not .*200000"):
+        ex.run_grid(grid, tmp_path, profile="classroom", progress=False)
+    assert ex.results_sizes(tmp_path) == tiny and len(ex.load_runs(tmp_path)) == 1
+    # an answer function passed in reads what it reads: nothing is recorded for it
+    ex.run_grid(grid, tmp_path / "other", answer_fn=ex.synthetic_answer_function(n_queries=20), progress=False)
+    assert ex.results_sizes(tmp_path / "other") is None

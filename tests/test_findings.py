@@ -217,8 +217,11 @@ def test_load_committed_matches_the_experiments_functions():
         recipe = ex.results_recipe(directory)
         assert entry.name == name and entry.directory == directory
         pd.testing.assert_frame_equal(entry.table, ex.aggregate(ex.load_results(directory), "prior-scale"))
-        expected = ex.compare_with_paper(entry.table, "prior-scale", recipe=recipe)
+        size = ex.results_sizes(directory)["dataset_size"]  # every committed directory records its sizes
+        expected = ex.compare_with_paper(entry.table, "prior-scale", recipe=recipe, dataset_size=size)
         pd.testing.assert_frame_equal(entry.comparison, expected)
+        used = {int(text.split(": ")[-1].split(" transitions")[0].replace(",", "")) for text in expected["data"]}
+        assert used == {size}, (name, used)  # the data column names the size the runs read
         if recipe != "paper":  # the paper's cells stand beside runs on its own query sets only
             assert not entry.comparison["comparable"].fillna(False).astype(bool).any(), name
 

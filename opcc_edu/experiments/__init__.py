@@ -61,6 +61,7 @@ from .analysis import (
     load_runs,
     read_meta,
     results_recipe,
+    results_sizes,
 )
 from .answers import (
     AnswerFunction,
@@ -69,6 +70,7 @@ from .answers import (
     fqe_answer_function,
     heuristic_answer_function,
     run_ensemble_config,
+    run_sizes,
     score_values,
     synthetic_answer_function,
 )
@@ -134,6 +136,7 @@ __all__ = [
     "fqe_answer_function",
     "heuristic_answer_function",
     "run_ensemble_config",
+    "run_sizes",
     "synthetic_answer_function",
     "run_grid",
     "run_ablation",
@@ -153,6 +156,7 @@ __all__ = [
     "committed_results",
     "committed_profiles",
     "results_recipe",
+    "results_sizes",
     "load_runs",
     "ablation_rows",
     "read_meta",

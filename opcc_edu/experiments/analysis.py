@@ -149,6 +149,14 @@ def results_recipe(directory: str | os.PathLike) -> str:
     return "hard" if recipe is None else recipe
 
 
+def results_sizes(directory: str | os.PathLike) -> dict[str, int] | None:
+    """The sizes a results directory's runs read their data and queries at (``meta.json``'s
+    ``sizes``: ``dataset_size``, ``queries_per_env``, ``mc_runs``), or None where none is
+    recorded. They can differ from the sizes of the profile the directory is named after: the
+    ``paper/classroom`` grid's runs read the ``tiny`` profile's data and queries."""
+    return ResultsStore(directory).sizes()
+
+
 def load_runs(directory: str | os.PathLike) -> pd.DataFrame:
     """The finished runs of a results directory (the rows of ``runs.csv``: one per run, with
     its wall time in seconds) as a DataFrame."""

@@ -31,6 +31,7 @@ __all__ = [
     "baseline_answer_function",
     "heuristic_answer_function",
     "run_ensemble_config",
+    "run_sizes",
 ]
 
 #: Keys of one row of :func:`score_values` (the scored columns of ``results.csv``): the paper's
@@ -283,13 +284,21 @@ def baseline_answer_function(
 
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
         baselines = _baselines_module()
-        config = run_ensemble_config(run, profile)
+        active = get_profile(profile)
+        config = run_ensemble_config(run, active)
+        sizes = run_sizes(run, active, recipe)
         start = time.perf_counter()
         answers = baselines.answer_queries(
-            run.environment, run.dataset, config=config, progress=progress, recipe=recipe, **answer_kwargs
+            run.environment,
+            run.dataset,
+            config=config,
+            progress=progress,
+            recipe=recipe,
+            **{**sizes, **answer_kwargs},
         )
         values = _values_from_answers(answers)
         values.info.setdefault("seconds", time.perf_counter() - start)
+        values.info["transitions"] = int(sizes["dataset_size"])
         values.info.update(_query_provenance(run.environment, recipe))
         return values
 
@@ -320,22 +329,27 @@ def fqe_answer_function(
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
-        from ..baselines.estimate import select_profile_queries
         from ..baselines.fqe import FQEConfig, answer_queries_fqe
-        from ..queries import load_queries
 
         active = get_profile(profile)
         fields = {f.name for f in dataclasses.fields(FQEConfig)} - {"seed"}
         overrides = dict(run.overrides)
         sizes = {key: overrides.pop(key) for key in sorted(fields & set(overrides))}
         config = FQEConfig.from_profile(active, seed=run.seed, **sizes)
-        query_set = select_profile_queries(load_queries(run.environment, recipe), n=active.queries_per_env)
+        data = run_sizes(run, active, recipe)
         start = time.perf_counter()
         answers = answer_queries_fqe(
-            run.environment, run.dataset, config, queries=query_set, progress=progress, **answer_kwargs
+            run.environment,
+            run.dataset,
+            config,
+            queries=data["queries"],
+            progress=progress,
+            **{"dataset_size": data["dataset_size"], **answer_kwargs},
         )
         values = _values_from_answers(answers)
-        values.info.update({"seconds": time.perf_counter() - start, "baseline": "fqe"})
+        values.info.update(
+            {"seconds": time.perf_counter() - start, "baseline": "fqe", "transitions": int(data["dataset_size"])}
+        )
         if overrides:
             values.info["ignored_overrides"] = sorted(overrides)
         values.info.update(_query_provenance(run.environment, recipe))
@@ -355,6 +369,37 @@ def _query_provenance(env_name: str, recipe: str) -> dict[str, Any]:
     except (ImportError, OSError, IndexError):
         pass
     return {}
+
+
+def run_sizes(run: RunSpec, profile: Profile | str | None = None, recipe: str | None = None) -> dict[str, Any]:
+    """What a run reads at its profile's sizes, whatever profile is active in the process.
+
+    A grid names its profile (``run_ablation(..., profile="classroom")``); the data, the
+    queries and the Monte-Carlo runs must come from that profile, not from the one active
+    where the grid happens to run (``$OPCC_EDU_PROFILE``, ``tiny`` by default). The answer
+    functions pass these explicitly.
+
+    Args:
+        run: the run.
+        profile: profile (object or name); the active one when ``None``.
+        recipe: the query sets' recipe (default: :data:`opcc_edu.names.DEFAULT_QUERY_RECIPE`).
+
+    Returns:
+        ``{"dataset_size": int, "queries": QuerySet, "runs": int}``: the profile's
+        ``dataset_size`` capped by the dataset's recipe, the profile's ``queries_per_env``
+        queries of the shipped set (:func:`opcc_edu.baselines.estimate.select_profile_queries`)
+        and its ``mc_runs``.
+    """
+    from ..baselines.estimate import select_profile_queries
+    from ..datasets.recipes import get_recipe, max_size
+    from ..names import DEFAULT_QUERY_RECIPE
+    from ..queries import load_queries
+
+    profile = get_profile(profile)
+    recipe = DEFAULT_QUERY_RECIPE if recipe is None else recipe
+    queries = select_profile_queries(load_queries(run.environment, recipe), n=profile.queries_per_env)
+    size = min(int(profile.dataset_size), int(max_size(get_recipe(run.environment, run.dataset))))
+    return {"dataset_size": size, "queries": queries, "runs": int(profile.mc_runs)}
 
 
 def run_ensemble_config(run: RunSpec, profile: Profile | str | None = None) -> Any:

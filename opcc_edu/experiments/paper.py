@@ -166,28 +166,40 @@ def paper_counterpart(
     return PaperCounterpart(False, None, None, None, f"{len(found)} of 5 datasets; {why}")
 
 
-def dataset_transitions(environment: str, dataset: str, profile: str) -> tuple[int, int] | None:
+def dataset_transitions(
+    environment: str, dataset: str, profile: str | None, dataset_size: int | None = None
+) -> tuple[int, int] | None:
     """Transitions of a dataset in a profile, and of the full recipe: ``(used, full)``.
 
     A profile's ``dataset_size`` caps every recipe (:func:`opcc_edu.datasets.recipes.resolve_size`):
-    the ``1m`` maze data of the ``tiny`` profile is its first 20,000 transitions. ``None`` when
-    the environment, dataset or profile is not known here.
+    the ``1m`` maze data of the ``tiny`` profile is its first 20,000 transitions. A results
+    directory that records the size its runs read (``meta.json``'s ``sizes``,
+    :func:`~opcc_edu.experiments.results_sizes`) passes it as ``dataset_size``, which then
+    replaces the profile's. ``None`` when the environment, dataset or profile is not known here.
     """
     from ..config import PROFILES
     from ..datasets.recipes import get_recipe, max_size
 
     try:
         full = int(max_size(get_recipe(environment, dataset)))
-        return min(int(PROFILES[profile].dataset_size), full), full
+        size = int(PROFILES[profile].dataset_size) if dataset_size is None else int(dataset_size)
+        return min(size, full), full
     except (KeyError, ValueError, FileNotFoundError, OSError):
         return None
 
 
-def describe_data(environment: str, datasets: Sequence[str], profile: str | None, recipe: str | None = None) -> str:
+def describe_data(
+    environment: str,
+    datasets: Sequence[str],
+    profile: str | None,
+    recipe: str | None = None,
+    dataset_size: int | None = None,
+) -> str:
     """The data behind a cell in words: profile, query recipe, datasets and their transitions,
-    e.g. ``"tiny, paper queries; 1m: 20,000 of 1,000,000 transitions"``."""
+    e.g. ``"tiny, paper queries; 1m: 20,000 of 1,000,000 transitions"`` (``dataset_size``: the
+    size the runs read, when it is recorded; see :func:`dataset_transitions`)."""
     names = [d for d in datasets if d]
-    sizes = [dataset_transitions(environment, d, profile) if profile else None for d in names]
+    sizes = [dataset_transitions(environment, d, profile, dataset_size) if profile else None for d in names]
     if len(names) == 1 and sizes[0] is not None:
         used, full = sizes[0]
         data = f"{names[0]}: {used:,} transitions" + (f" of {full:,}" if used < full else "")
@@ -204,6 +216,7 @@ def compare_with_paper(
     ablation: str | Ablation,
     ensemble_size: int | None = None,
     recipe: str | None = None,
+    dataset_size: int | None = None,
 ) -> pd.DataFrame:
     """Our aggregate next to the paper's numbers, one row per (environment, level, metric).
 
@@ -303,7 +316,7 @@ def compare_with_paper(
                 "paper_table": np.nan if cell is None else int(cell.table),
                 "datasets": str(row.datasets),
                 "profile": str(row.profile),
-                "data": describe_data(row.environment, datasets, profile, recipe) if judged else "",
+                "data": describe_data(row.environment, datasets, profile, recipe, dataset_size) if judged else "",
                 "comparable": comparable,
                 "paper_cell": paper_cell,
             }

@@ -28,6 +28,7 @@ from .analysis import (
     load_results,
     read_meta,
     results_recipe,
+    results_sizes,
 )
 from .paper import compare_with_paper
 from .records import atomic_write
@@ -356,10 +357,14 @@ def report_chunks(
         results = load_results(directory)
         meta = read_meta(directory)
         recipe = results_recipe(directory)
+        sizes = results_sizes(directory)
+        dataset_size = (sizes or {}).get("dataset_size")
         chunks.append(heading(2, f"Profile {profile_name.rsplit('/', 1)[-1]}, {recipe} query sets"))
         if results.empty:
             chunks.append(f"No finished run yet in `{profile_name}`." if md else "No finished run yet.")
             continue
+        if sizes:
+            chunks.append(sizes_text(profile_name.rsplit("/", 1)[-1], sizes))
         sessions = meta.get("sessions", [])
         if sessions:
             machines = sorted({s.get("machine", "") for s in sessions})
@@ -381,11 +386,33 @@ def report_chunks(
             chunks.append(heading(3, f"{ablation.title} (paper tables: {tables})"))
             titles = {level.label: level.display for level in ablation.levels}
             tie_fair = aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
-            comparison = compare_with_paper(ours, ablation, recipe=recipe)
+            comparison = compare_with_paper(ours, ablation, recipe=recipe, dataset_size=dataset_size)
             chunks.append(format_table(comparison, fmt=fmt, titles=titles, tie_fair=tie_fair))
             chunks.append("Tie-fair metrics of the same cells (ours; the paper has none):")
             chunks.append(format_tie_fair_table(tie_fair, fmt=fmt, titles=titles))
     return chunks
+
+
+def sizes_text(profile: str, sizes: Mapping[str, int]) -> str:
+    """What a directory's runs read (``meta.json``'s ``sizes``), and where that is not the
+    profile's own."""
+    from ..config import PROFILES
+
+    text = (
+        f"Data and queries: up to {int(sizes['dataset_size']):,} transitions per dataset (all of a smaller "
+        f"recipe), {int(sizes['queries_per_env']):,} queries per environment."
+    )
+    own = PROFILES.get(profile)
+    if own is not None and (own.dataset_size, own.queries_per_env) != (
+        int(sizes["dataset_size"]),
+        int(sizes["queries_per_env"]),
+    ):
+        text += (
+            f" These are not the {profile} profile's sizes ({own.dataset_size:,} transitions, "
+            f"{own.queries_per_env:,} queries): the runs read the data and queries of the profile that was "
+            f"active where they ran; the ensembles have the {profile} profile's members, widths and steps."
+        )
+    return text
 
 
 def write_report(

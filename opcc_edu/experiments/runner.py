@@ -94,6 +94,17 @@ def results_dir(
     return Path(out if out is not None else "results/ablations") / queries / name
 
 
+def profile_sizes(profile: Profile | str | None = None) -> dict[str, int]:
+    """The sizes a profile's runs read data and queries at, as ``meta.json`` records them:
+    ``dataset_size`` (capped by each recipe), ``queries_per_env`` and ``mc_runs``."""
+    profile = get_profile(profile)
+    return {
+        "dataset_size": int(profile.dataset_size),
+        "queries_per_env": int(profile.queries_per_env),
+        "mc_runs": int(profile.mc_runs),
+    }
+
+
 def _check_max_runs(max_runs: int | None) -> int | None:
     if max_runs is None:
         return None
@@ -296,6 +307,7 @@ def run_grid(
     check_choice(queries, QUERY_RECIPES, "queries")
     check_choice(baseline, BASELINES, "baseline")
     executor = executor if isinstance(executor, Executor) else make_executor(executor or "local")
+    reads_data = answer_fn is None and baseline != "heuristic"
     if answer_fn is None:
         answer_functions = {
             "ensemble": baseline_answer_function,
@@ -306,6 +318,8 @@ def run_grid(
     store = ResultsStore(out_dir)
     store.prepare()
     store.check_queries(queries)
+    if reads_data:  # the data size and query count the runs read (answers.run_sizes)
+        store.check_sizes(profile_sizes(profile))
     done = store.finished_ids()
     pending = [run for run in grid.runs() if run.run_id not in done]
     started, clock = _dt.datetime.now(_dt.timezone.utc), _Clock()

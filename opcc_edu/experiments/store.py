@@ -544,6 +544,36 @@ class ResultsStore:
                 meta.setdefault("sessions", [])
                 atomic_write(self.meta_json, (json.dumps(meta, indent=2) + "\n").encode())
 
+    def sizes(self) -> dict[str, int] | None:
+        """The sizes this directory's runs read their data and queries at (``meta.json``'s
+        ``sizes``: ``dataset_size``, ``queries_per_env``, ``mc_runs``), or None where none is
+        recorded."""
+        sizes = self._read_meta().get("sizes")
+        return {str(k): int(v) for k, v in sizes.items()} if isinstance(sizes, dict) else None
+
+    def check_sizes(self, sizes: Mapping[str, int]) -> None:
+        """Record ``sizes`` as this directory's, or refuse sizes other than its own.
+
+        One directory holds runs of one data size and one query count: a run at other sizes
+        would be averaged with them as if it were another seed.
+
+        Raises:
+            ValueError: the directory records other sizes (both named).
+        """
+        sizes = {str(k): int(v) for k, v in sizes.items()}
+        with self.locked():
+            recorded = self.sizes()
+            if recorded is not None and recorded != sizes:
+                raise ValueError(
+                    f"{self.directory} holds runs at {recorded} (meta.json 'sizes'), not {sizes}; one results "
+                    "directory holds one set of sizes (use another directory, or the profile that produced them)"
+                )
+            if recorded is None:
+                meta = self._read_meta()
+                meta["sizes"] = sizes
+                meta.setdefault("sessions", [])
+                atomic_write(self.meta_json, (json.dumps(meta, indent=2) + "\n").encode())
+
     def _read_meta(self) -> dict[str, Any]:
         if not self.meta_json.exists():
             return {}

@@ -114,7 +114,8 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         results = ex.load_results(directory)
         table = ex.aggregate(results, ablation)
         recipe = ex.results_recipe(directory)
-        comparison = ex.compare_with_paper(table, ablation, recipe=recipe)
+        dataset_size = (ex.results_sizes(directory) or {}).get("dataset_size")
+        comparison = ex.compare_with_paper(table, ablation, recipe=recipe, dataset_size=dataset_size)
         tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
         name = f"{recipe}/{directory.name}"
         committed[name] = AblationResults(
