@@ -11,7 +11,9 @@ measure is ``bench_training.py``'s: the one-step mean squared error per target d
 standardised units, mean over members, the autoregressive model predicting each dimension from
 its own earlier predictions as in a rollout.
 
-A run whose ensemble is not in the cache is trained first (the same weights the grid trained:
+The data are read at the size the grid's runs read, which ``meta.json`` records in the results
+directory (``--results``; the ``paper/classroom`` runs read 20,000 transitions, not the profile's
+200,000). A run whose ensemble is not in the cache is trained first (the same weights the grid trained:
 training is seeded), so the script reproduces on a machine that never ran the grid; it says for
 each run whether the cache held it.
 
@@ -39,12 +41,25 @@ from bench_training import held_out_mse_per_dim  # noqa: E402
 DEFAULT_ENVIRONMENTS = ("maze2d-umaze", "hopper")
 
 
-def measure(ablation: str, profile: str, seeds: int, environments: list[str]) -> dict:
-    """``{env/dataset: {level: [{seed, cache_hit, mse_per_dim, ...}, ...]}}`` over the grid's runs."""
+def measure(ablation: str, profile: str, seeds: int, environments: list[str], results: Path) -> dict:
+    """``{env/dataset: {level: [{seed, cache_hit, mse_per_dim, ...}, ...]}}`` over the grid's runs.
+
+    The data size is the one the grid's runs read (``results``'s ``meta.json``), else the
+    profile's."""
     from opcc_edu.baselines import get_or_train_ensemble
     from opcc_edu.config import use_profile
     from opcc_edu.datasets import load_dataset
-    from opcc_edu.experiments import configuration_label, get_ablation, plan_ablation, run_ensemble_config
+    from opcc_edu.datasets.recipes import get_recipe, max_size
+    from opcc_edu.experiments import (
+        configuration_label,
+        get_ablation,
+        plan_ablation,
+        results_sizes,
+        run_ensemble_config,
+    )
+    from opcc_edu.experiments.runner import profile_sizes
+
+    recorded = (results_sizes(results) if results.is_dir() else None) or profile_sizes(profile)
 
     labels = {configuration_label(lv.overrides): lv.label for lv in get_ablation(ablation).levels}
     results: dict = {}
@@ -57,9 +72,10 @@ def measure(ablation: str, profile: str, seeds: int, environments: list[str]) ->
         for run in runs:
             level = labels.get(run.configuration, run.configuration)
             config = run_ensemble_config(run, profile)
+            size = min(recorded["dataset_size"], max_size(get_recipe(run.environment, run.dataset)))
             start = time.perf_counter()
-            model = get_or_train_ensemble(run.environment, run.dataset, config, progress=False)
-            data = load_dataset(run.environment, run.dataset, progress=False)
+            model = get_or_train_ensemble(run.environment, run.dataset, config, dataset_size=size, progress=False)
+            data = load_dataset(run.environment, run.dataset, size=size, progress=False)
             mse = held_out_mse_per_dim(model, data, config.seed)
             cell = {
                 "seed": run.seed,
@@ -88,7 +104,9 @@ def text(results: dict, args, host: dict) -> str:
         f"# One-step error of the `{args.ablation}` grid's ensembles, profile `{args.profile}`",
         "",
         f"`python benchmarks/bench_model_error.py --ablation {args.ablation} --profile {args.profile} "
-        f"--seeds {args.seeds} {' '.join(args.environments)}` on {host['cpu']}, torch {host['torch']}. "
+        f"--seeds {args.seeds} {' '.join(args.environments)}` (the runs of "
+        f"`{args.results.relative_to(RESULTS.parents[1])}`, at the data size its `meta.json` records) "
+        f"on {host['cpu']}, torch {host['torch']}. "
         f"Profile `{args.profile}`: {prof.ensemble_size} members of {list(prof.hidden_sizes)}, "
         f"{prof.dynamics_train_steps} gradient steps of {prof.batch_size} rows per member. Each run's own "
         "ensemble (the grid's configuration and seed, through the ensemble cache), scored on the "
@@ -119,13 +137,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="classroom")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="the grid's results directory, whose meta.json names the data size its runs read "
+        "(default: results/ablations/paper/<profile>)",
+    )
     args = parser.parse_args(argv)
+    if args.results is None:
+        args.results = RESULTS.parents[1] / "results" / "ablations" / "paper" / args.profile
     torch.set_num_threads(args.threads)
     host = machine()
-    results = measure(args.ablation, args.profile, args.seeds, args.environments)
+    results = measure(args.ablation, args.profile, args.seeds, args.environments, args.results)
     host["load_average_end"] = os.getloadavg()
     stem = RESULTS / f"model_error_{args.ablation}_{args.profile}"
-    meta = {"machine": host, "config": vars(args)}
+    meta = {"machine": host, "config": {**vars(args), "results": str(args.results.relative_to(RESULTS.parents[1]))}}
     stem.with_suffix(".json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
     report = text(results, args, host)
     stem.with_suffix(".md").write_text(report)
