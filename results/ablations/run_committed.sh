@@ -7,30 +7,35 @@
 # share the directory). Each invocation appends its command, machine and wall time to
 # <profile>/meta.json; the report at the end puts every table next to the paper's numbers.
 #
-# Usage: [QUERIES=hard] [DATASETS="random"] [ABLATIONS="horizon ..."] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
+# Usage: [QUERIES=hard] [DATASETS="random"] [ABLATIONS="horizon ..."] [OUT=dir] results/ablations/run_committed.sh [PROFILE [SEEDS [ENV ...]]]
 #   QUERIES: the query sets' recipe, paper (default) or hard.
+#   OUT: the results root (default results/ablations); runs go to OUT/<recipe>/<profile>. A
+#   directory holds runs of one data size and query count (meta.json's "sizes") and refuses a
+#   grid at others: paper/classroom's runs read the tiny profile's data and queries, so a
+#   classroom grid at the profile's own sizes goes to another OUT.
 #   ABLATIONS: run only these ablations (registry keys), in this order.
 #   defaults: tiny, the profile's seed count, the profile's environments, the profile's
 #   datasets (DATASETS restricts every environment to those datasets).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+out=${OUT:-results/ablations}
 profile=${1:-tiny}
 seeds=${2:-}
 shift $(( $# > 2 ? 2 : $# ))
-command="${ABLATIONS:+ABLATIONS=\"$ABLATIONS\" }${DATASETS:+DATASETS=\"$DATASETS\" }${QUERIES:+QUERIES=$QUERIES }results/ablations/run_committed.sh $profile $seeds $*"
+command="${ABLATIONS:+ABLATIONS=\"$ABLATIONS\" }${DATASETS:+DATASETS=\"$DATASETS\" }${QUERIES:+QUERIES=$QUERIES }${OUT:+OUT=$OUT }results/ablations/run_committed.sh $profile $seeds $*"
 all="horizon confidence ensemble-count prior-scale stochastic model-type normalization clipping termination reward mixture dataset-type"
 for name in ${ABLATIONS:-$all}; do
     echo "$(date -u +%FT%TZ) start $name"
-    nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "${QUERIES:-paper}" "$@" <<'PY'
+    nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "${QUERIES:-paper}" "$out" "$@" <<'PY'
 import sys
 
 from opcc_edu.experiments import run_ablation
 
-name, profile, seeds, datasets, command, queries, *environments = sys.argv[1:]
+name, profile, seeds, datasets, command, queries, out, *environments = sys.argv[1:]
 run_ablation(
     name,
-    out="results/ablations",
+    out=out,
     queries=queries,
     profile=profile,
     environments=environments or None,
@@ -41,9 +46,12 @@ run_ablation(
 )
 PY
 done
-python -c "
+python - "$out" <<'PY'
+import sys
+
 from opcc_edu.experiments import write_report
-for fmt in ('markdown', 'latex'):
-    print('written', write_report('results/ablations', fmt=fmt))
-"
+
+for fmt in ("markdown", "latex"):
+    print("written", write_report(sys.argv[1], fmt=fmt))
+PY
 echo "$(date -u +%FT%TZ) done"
