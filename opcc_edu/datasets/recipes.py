@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import get_profile
+from ..config import Profile, get_profile
 from ..envs import ENV_NAMES, get_spec
 from ..utils import check_choice, check_positive_int
 from .format import concatenate_datasets
@@ -170,11 +170,12 @@ def max_size(recipe: DatasetRecipe) -> int:
     return int(behavior_info(recipe.env_name)["medium_step"])
 
 
-def resolve_size(recipe: DatasetRecipe, size: int | None) -> int:
-    """``size``, or the active profile's ``dataset_size`` capped by the recipe, checked."""
+def resolve_size(recipe: DatasetRecipe, size: int | None, profile: Profile | str | None = None) -> int:
+    """``size``, or ``profile``'s ``dataset_size`` (the active profile's when None) capped by
+    the recipe, checked."""
     cap = max_size(recipe)
     if size is None:
-        return min(get_profile().dataset_size, cap)
+        return min(get_profile(profile).dataset_size, cap)
     size = check_positive_int(size, "size")
     if size > cap:
         raise ValueError(f"size {size} exceeds the {cap} transitions of {recipe.env_name} {recipe.name!r}")

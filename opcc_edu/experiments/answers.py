@@ -391,14 +391,14 @@ def run_sizes(run: RunSpec, profile: Profile | str | None = None, recipe: str | 
         and its ``mc_runs``.
     """
     from ..baselines.estimate import select_profile_queries
-    from ..datasets.recipes import get_recipe, max_size
+    from ..datasets.recipes import get_recipe, resolve_size
     from ..names import DEFAULT_QUERY_RECIPE
     from ..queries import load_queries
 
     profile = get_profile(profile)
     recipe = DEFAULT_QUERY_RECIPE if recipe is None else recipe
     queries = select_profile_queries(load_queries(run.environment, recipe), n=profile.queries_per_env)
-    size = min(int(profile.dataset_size), int(max_size(get_recipe(run.environment, run.dataset))))
+    size = resolve_size(get_recipe(run.environment, run.dataset), None, profile)
     return {"dataset_size": size, "queries": queries, "runs": int(profile.mc_runs)}
 
 
