@@ -254,6 +254,28 @@ def test_local_processes_survive_a_killed_worker_and_match_the_in_process_rows(t
     assert again.submitted == [] and again._workers == []  # nothing submitted, no process started
 
 
+def test_local_processes_start_from_a_driver_read_from_standard_input(tmp_path):
+    """``python - <<EOF`` (how results/ablations/run_committed.sh drives a grid) names its main
+    script ``<stdin>``; spawned workers must not try to re-run it."""
+    import subprocess
+
+    script = f"""
+from opcc_edu import experiments as ex
+
+grid = ex.plan_ablation("prior-scale", "tiny", datasets=["1m"], seeds=2)
+answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+ex.run_grid(grid, {str(tmp_path / "out")!r}, answer_fn=answer, profile="tiny", progress=False,
+            executor=ex.make_executor("local", jobs=2), retries=0)
+"""
+    done = subprocess.run(
+        [sys.executable, "-"], input=script, text=True, capture_output=True, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    grid = small_grid()
+    run(grid, tmp_path / "reference")
+    assert_same_runs(tmp_path / "out", tmp_path / "reference", grid)
+
+
 # --------------------------------------------------------------------------------------------
 # Ray: a local cluster of 2 CPUs
 # --------------------------------------------------------------------------------------------

@@ -365,6 +365,29 @@ def _exit_description(code: int | None) -> str:
     return f"the worker process exited with status {code}"
 
 
+@contextlib.contextmanager
+def _main_path_hidden_if_missing():
+    """Hide ``__main__.__file__`` while a worker starts when it names no file.
+
+    A ``spawn`` worker re-runs the parent's main script from ``__main__.__file__``; a driver
+    read from standard input (``python - <<EOF``, as ``results/ablations/run_committed.sh`` runs
+    it) has ``<stdin>`` there, and every worker would die on the missing file. The workers need
+    nothing from such a script: they import the package and receive their runs by pipe.
+    """
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or os.path.exists(path) or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 class ProcessExecutor(Executor):
     """``jobs`` worker processes on this machine (started with ``spawn``, reused across runs).
 
@@ -396,7 +419,8 @@ class ProcessExecutor(Executor):
         parent, child = context.Pipe()
         # not a daemon: an answer function may start processes of its own; close() stops it
         process = context.Process(target=_worker_main, args=(child, self.threads), daemon=False)
-        process.start()
+        with _main_path_hidden_if_missing():
+            process.start()
         child.close()
         worker = _Worker(process, parent)
         self._workers.append(worker)
