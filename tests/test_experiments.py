@@ -678,6 +678,68 @@ def test_load_run_queries_lines_up_with_the_saved_values(tmp_path):
         ex.load_run_queries(copy, slug)
 
 
+def test_profile_query_indices_name_the_rows_select_profile_queries_keeps():
+    from opcc_edu.baselines import profile_query_indices, select_profile_queries
+    from opcc_edu.queries import load_queries
+
+    queries = load_queries("hopper", "paper")
+    for n in (300, 1000):
+        indices = profile_query_indices(queries, n)
+        assert len(indices) == n and np.all(np.diff(indices) > 0)
+        np.testing.assert_array_equal(select_profile_queries(queries, n).obs_a, np.asarray(queries.obs_a)[indices])
+    np.testing.assert_array_equal(profile_query_indices(queries, 0), np.arange(len(queries)))
+    # draws at two sizes are not nested: they share some queries, not all of the smaller one's
+    shared = np.intersect1d(profile_query_indices(queries, 300), profile_query_indices(queries, 1000))
+    assert 0 < len(shared) < 300
+
+
+def test_rescore_on_shared_queries_scores_each_run_on_the_queries_every_directory_answered(tmp_path):
+    """Two grids at 300 and 1,000 queries of one shipped set, whose member values are a fixed
+    function of the query: on their shared queries every run scores the same in both."""
+    import pandas as pd
+
+    from opcc_edu.baselines import profile_query_indices
+    from opcc_edu.queries import load_queries
+
+    full = load_queries("hopper", "paper")
+    noise = np.random.default_rng(7).normal(0.0, 40.0, size=(len(full), 2, 5))
+    value_a, value_b = np.asarray(full.value_a)[:, None], np.asarray(full.value_b)[:, None]
+
+    def answer_at(n):
+        def answer(run, progress=True):
+            rows = profile_query_indices(full, n)
+            shift = 5.0 * run.seed  # seeds differ, the same seed in both grids agrees
+            return ex.RunValues(
+                value_a[rows] + noise[rows, 0] + shift,
+                value_b[rows] + noise[rows, 1],
+                np.asarray(full.target)[rows],
+                np.asarray(full.horizon)[rows],
+            )
+
+        return answer
+
+    grid = ex.plan_ablation("dataset-type", "tiny", environments=["hopper"], datasets=["medium", "expert"], seeds=2)
+    small, large = tmp_path / "small" / "paper" / "tiny", tmp_path / "large" / "paper" / "tiny"
+    for directory, n in ((small, 300), (large, 1000)):
+        ex.run_grid(grid, directory, answer_fn=answer_at(n), profile="tiny", progress=False, queries="paper")
+    rescored = ex.rescore_on_shared_queries([small, large], "dataset-type")
+    shared = np.intersect1d(profile_query_indices(full, 300), profile_query_indices(full, 1000))
+    assert set(rescored["n"][rescored["horizon"] == ex.ALL_HORIZONS]) == {len(shared)}
+    assert rescored["run_id"].nunique() == 4 and set(rescored["confidence"]) == {"ev"}
+    by_dir = {d: part.drop(columns="directory").reset_index(drop=True) for d, part in rescored.groupby("directory")}
+    pd.testing.assert_frame_equal(by_dir[str(small)], by_dir[str(large)])
+    # against one directory alone (itself twice) the committed table comes back exactly
+    alone = ex.rescore_on_shared_queries([large, large], "dataset-type").drop(columns="directory")
+    ours = ex.aggregate(alone.drop_duplicates(), "dataset-type").set_index(["environment", "level", "metric"])
+    committed = ex.aggregate(ex.load_results(large), "dataset-type").set_index(["environment", "level", "metric"])
+    np.testing.assert_allclose(ours.loc[committed.index, "mean"], committed["mean"], rtol=0, atol=1e-12)
+    # and on the shared queries the large grid's table differs from its own: the rows really were cut
+    cut = ex.aggregate(by_dir[str(large)], "dataset-type").set_index(["environment", "level", "metric"])
+    assert not np.allclose(cut.loc[committed.index, "mean"], committed["mean"])
+    with pytest.raises(ValueError, match="share one query recipe"):
+        ex.rescore_on_shared_queries([large, ex.find_results_root() / "hard" / "tiny"], "dataset-type")
+
+
 @pytest.mark.parametrize("baseline", ["ensemble", "fqe"])
 def test_a_grid_reads_data_and_queries_at_its_own_profile_not_the_active_one(monkeypatch, baseline):
     # A classroom grid run from a shell without OPCC_EDU_PROFILE (active profile: tiny) must

@@ -20,7 +20,8 @@ Modules, one concept each:
 * :mod:`.config` -- :class:`EnsembleConfig`, :data:`BASELINE_DEFAULTS` (no torch).
 * :mod:`.training` -- :func:`train_ensemble` and its up-front memory check.
 * :mod:`.cache` -- the ensemble cache: :func:`ensemble_cache_key`, :func:`get_or_train_ensemble`.
-* :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`.
+* :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`,
+  :func:`profile_query_indices`.
 * :mod:`.answers` -- :class:`Answers`, :func:`answer_queries`, :func:`format_metrics`.
 * :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
 * :mod:`.fqe` -- a model-free baseline: bootstrapped finite-horizon fitted Q evaluation
@@ -54,6 +55,7 @@ _LAZY: dict[str, str] = {
     "get_or_train_ensemble": "cache",
     "estimate_values": "estimate",
     "select_profile_queries": "estimate",
+    "profile_query_indices": "estimate",
     "Answers": "answers",
     "METRIC_COLUMNS": "answers",
     "answer_queries": "answers",

@@ -97,12 +97,23 @@ def select_profile_queries(queries: QuerySet, n: int | None = None, seed: int = 
         seed: seed of the draw within each horizon.
 
     Returns:
-        The subset (``queries`` itself when all are kept), in the original order.
+        The subset (``queries`` itself when all are kept), in the original order: the rows
+        :func:`profile_query_indices` names.
+    """
+    keep = profile_query_indices(queries, n, seed)
+    return queries if len(keep) == len(queries) else queries.select(keep)
+
+
+def profile_query_indices(queries: QuerySet, n: int | None = None, seed: int = 0) -> np.ndarray:
+    """The rows of ``queries`` that :func:`select_profile_queries` keeps, ascending.
+
+    Two subsets of one query set drawn at different ``n`` are not nested; their shared queries
+    are the intersection of their indices (``np.intersect1d``).
     """
     n = get_profile().queries_per_env if n is None else int(n)
     total = len(queries)
     if n <= 0 or n >= total:
-        return queries
+        return np.arange(total)
     rng = np.random.default_rng(seed)
     horizons = np.asarray(queries.horizon)
     levels, counts = np.unique(horizons, return_counts=True)
@@ -113,4 +124,4 @@ def select_profile_queries(queries: QuerySet, n: int | None = None, seed: int = 
         rng.choice(np.flatnonzero(horizons == h), size=int(c), replace=False)
         for h, c in zip(levels, share, strict=True)
     ]
-    return queries.select(np.sort(np.concatenate(keep)))
+    return np.sort(np.concatenate(keep))

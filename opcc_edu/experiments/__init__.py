@@ -60,8 +60,10 @@ from .analysis import (
     load_run_values,
     load_runs,
     read_meta,
+    rescore_on_shared_queries,
     results_recipe,
     results_sizes,
+    run_query_indices,
 )
 from .answers import (
     AnswerFunction,
@@ -162,6 +164,8 @@ __all__ = [
     "read_meta",
     "load_results",
     "load_run_queries",
+    "rescore_on_shared_queries",
+    "run_query_indices",
     "load_run_values",
     "aggregate",
     "level_order",

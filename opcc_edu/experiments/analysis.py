@@ -39,6 +39,8 @@ __all__ = [
     "load_run_queries",
     "committed_results",
     "committed_profiles",
+    "rescore_on_shared_queries",
+    "run_query_indices",
     "results_recipe",
     "load_runs",
     "read_meta",
@@ -269,23 +271,115 @@ def load_run_queries(directory: str | os.PathLike, run: RunSpec | str) -> QueryS
         ValueError: the selected queries' targets or horizons differ from the saved ones (the
             shipped query set changed since the run).
     """
-    from ..baselines.estimate import select_profile_queries
+    queries, indices = _run_queries(directory, run)
+    return queries.select(indices) if len(indices) < len(queries) else queries
+
+
+def run_query_indices(directory: str | os.PathLike, run: RunSpec | str) -> np.ndarray:
+    """The rows of the shipped query set (its environment's, its directory's recipe) that one
+    saved run answered, ascending: row ``i`` of :func:`load_run_values` is query
+    ``run_query_indices(...)[i]``. Two runs at different query counts share the queries in
+    ``np.intersect1d`` of theirs.
+
+    Raises:
+        ValueError: as :func:`load_run_queries`.
+    """
+    return _run_queries(directory, run)[1]
+
+
+def _run_queries(directory: str | os.PathLike, run: RunSpec | str) -> tuple[QuerySet, np.ndarray]:
+    """The shipped query set of a run and the indices of the queries it answered (checked)."""
+    from ..baselines.estimate import profile_query_indices
     from ..queries import load_queries
 
     slug = run.slug if isinstance(run, RunSpec) else str(run)
     environment = run.environment if isinstance(run, RunSpec) else slug.split("__", 1)[0]
     values = load_run_values(directory, run)
     recipe = results_recipe(directory)
-    queries = select_profile_queries(load_queries(environment, recipe), n=len(values.target))
-    same = np.array_equal(np.asarray(queries.target), np.asarray(values.target)) and np.array_equal(
-        np.asarray(queries.horizon), np.asarray(values.horizon)
+    queries = load_queries(environment, recipe)
+    indices = profile_query_indices(queries, n=len(values.target))
+    same = np.array_equal(np.asarray(queries.target)[indices], np.asarray(values.target)) and np.array_equal(
+        np.asarray(queries.horizon)[indices], np.asarray(values.horizon)
     )
     if not same:
         raise ValueError(
             f"the {recipe!r} query set of {environment} no longer matches run {slug} in {directory}: "
             "targets or horizons differ (the shipped query set changed since the run)"
         )
-    return queries
+    return queries, indices
+
+
+def rescore_on_shared_queries(
+    directories: Sequence[str | os.PathLike],
+    ablation: str | Ablation,
+    environments: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Re-score an ablation's runs that several results directories all hold, each on the
+    queries that all of them answered.
+
+    Two grids at different sizes (say 300 and 1,500 queries per environment) answer different
+    draws from one shipped query set, so their tables differ by the queries as well as by what
+    the grids set out to vary. Scored on the shared queries alone, the same run in two
+    directories differs only by what produced its member values.
+
+    Args:
+        directories: results directories on one query recipe.
+        ablation: the registry key or :class:`Ablation` whose runs and rows to re-score.
+        environments: only these environments (default: every one the directories share).
+
+    Returns:
+        Rows in the form of :func:`load_results` (one per run and scored subset, the
+        ablation's confidence function; every confidence for the confidence ablation and every
+        prefix for the ensemble-count ablation) with a ``directory`` column and ``n`` the shared
+        queries; :func:`aggregate` of the rows of one directory gives its table on them.
+
+    Raises:
+        ValueError: directories on different recipes, or no run that all of them hold.
+    """
+    import pandas as pd
+
+    from .answers import score_values
+    from .grid import run_slug
+    from .registry import ensemble_count_levels
+
+    ablation = get_ablation(ablation)
+    paths = [Path(d) for d in directories]
+    recipes = {results_recipe(path) for path in paths}
+    if len(recipes) != 1:
+        raise ValueError(f"directories must share one query recipe, got {sorted(recipes)}")
+    rows = {path: ablation_rows(load_results(path), ablation) for path in paths}
+    shared_runs = set.intersection(*(set(frame["run_id"]) for frame in rows.values()))
+    if environments is not None:
+        shared_runs = {run for run in shared_runs if run.split("/", 1)[0] in set(environments)}
+    if not shared_runs:
+        raise ValueError(f"no run of the {ablation.name!r} ablation is held by every one of {list(map(str, paths))}")
+    confidences = (
+        tuple(level.label for level in ablation.levels) if ablation.factor == "confidence" else (ablation.confidence,)
+    )
+    keys = ["environment", "dataset", "seed", "configuration", "profile", "run_id"]
+    out = []
+    for run_id in sorted(shared_runs):
+        first = rows[paths[0]].loc[rows[paths[0]]["run_id"] == run_id].iloc[0]
+        slug = run_slug(first["environment"], first["dataset"], int(first["seed"]), first["configuration"])
+        indices = {path: run_query_indices(path, slug) for path in paths}
+        shared = indices[paths[0]]
+        for path in paths[1:]:
+            shared = np.intersect1d(shared, indices[path])
+        for path in paths:
+            values = load_run_values(path, slug)
+            keep = np.searchsorted(indices[path], shared)
+            subset = RunValues(
+                values.values_a[keep], values.values_b[keep], values.target[keep], values.horizon[keep], info={}
+            )
+            counts = (
+                [count for count, _ in ensemble_count_levels(values.ensemble_size)]
+                if ablation.factor == "ensemble_count"
+                else []
+            )
+            meta = rows[path].loc[rows[path]["run_id"] == run_id].iloc[0]
+            for score in score_values(subset, confidences, counts):
+                out.append({**{key: meta[key] for key in keys}, **score, "directory": str(path)})
+    return pd.DataFrame(out)
 
 
 # --------------------------------------------------------------------------------------------
