@@ -267,3 +267,19 @@ def test_directories_of_killed_processes_are_swept_and_others_kept(tmp_path):
     mine = live_directory(tmp_path)  # sweeps first, then creates its own
     assert mine.exists() and (mine / "owner.pid").read_text() == str(os.getpid())
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, running.name, foreign.name, unrelated.name])
+
+
+def test_load_committed_names_a_grid_under_another_root_by_that_root(tmp_path):
+    root = tmp_path / "ablations-elsewhere"
+    grid = ex.plan_ablation("dataset-type", "tiny", environments=["maze2d-umaze"], datasets=["1k", "10k"], seeds=2)
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    ex.run_grid(grid, root / "paper" / "tiny", answer_fn=answer, profile="tiny", progress=False, queries="paper")
+    elsewhere = findings.load_committed("dataset-type", root=root)
+    assert list(elsewhere) == ["ablations-elsewhere/paper/tiny"]
+    assert elsewhere["ablations-elsewhere/paper/tiny"].directory == root / "paper" / "tiny"
+    # the repository's own results keep their short names, whether the root is given or found
+    default = ex.find_results_root()
+    if default is None:
+        pytest.skip("no committed results in this checkout")
+    assert list(findings.load_committed("horizon", root=default)) == list(findings.load_committed("horizon"))
+    assert all(name.split("/")[0] in ("paper", "hard") for name in findings.load_committed("horizon"))

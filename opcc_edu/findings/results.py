@@ -101,14 +101,22 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
 
     Args:
         ablation: registry key or :class:`~opcc_edu.experiments.Ablation`.
-        root: the ``results/ablations`` directory (default: the repository's, if present).
+        root: the ``results/ablations`` directory (default: the repository's, if present), or
+            another results root (``results/ablations-classroom``).
 
     Returns:
         ``"<recipe>/<profile>"`` (e.g. ``"paper/tiny"``) -> :class:`AblationResults`, recipe by
-        recipe (``paper`` first), largest profile first; empty when nothing is committed. Cells
-        on another recipe than ``paper`` are marked not comparable with the paper's.
+        recipe (``paper`` first), largest profile first; empty when nothing is committed. Under
+        a root other than the repository's ``results/ablations`` the name starts with the root's
+        folder (``"ablations-classroom/paper/classroom"``), so that two roots' grids of one
+        profile keep apart. Cells on another recipe than ``paper`` are marked not comparable
+        with the paper's.
     """
     ablation = ex.get_ablation(ablation)
+    default = ex.find_results_root()
+    prefix = ""
+    if root is not None and (default is None or Path(root).resolve() != default.resolve()):
+        prefix = f"{Path(root).resolve().name}/"
     committed = {}
     for directory in ex.committed_profiles(root, ablation=ablation):
         results = ex.load_results(directory)
@@ -117,7 +125,7 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         dataset_size = (ex.results_sizes(directory) or {}).get("dataset_size")
         comparison = ex.compare_with_paper(table, ablation, recipe=recipe, dataset_size=dataset_size)
         tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
-        name = f"{recipe}/{directory.name}"
+        name = f"{prefix}{recipe}/{directory.name}"
         committed[name] = AblationResults(
             name, ablation, Path(directory), results, table, comparison, tie_fair=tie_fair
         )
