@@ -7,6 +7,8 @@ lines stay what the chapters print.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from synthetic_answers import SyntheticAnswers
@@ -225,6 +227,34 @@ def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(t
     page = table.to_html()
     assert '<a href="ablation_horizon.html">ablation_horizon</a>' in page and "{doc}" not in page
     assert table.caption == findings.glance.GLANCE_CAPTION
+
+
+def test_findings_at_a_glance_labels_each_root_and_the_sizes_its_runs_read(tmp_path):
+    """A classroom grid that read the tiny profile's data and queries is labelled so; a second
+    root at the profile's own sizes gets a column of its own."""
+    from opcc_edu.experiments.store import ResultsStore
+
+    first, second = tmp_path / "ablations", tmp_path / "ablations-classroom"
+    grid = ex.plan_ablation("prior-scale", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
+    for root, sizes in ((first, (20_000, 300)), (second, (200_000, 1500))):
+        directory = root / "paper" / "classroom"
+        ex.run_grid(grid, directory, answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
+        meta = ResultsStore(directory).meta_json
+        data = json.loads(meta.read_text())
+        data["sizes"] = {"dataset_size": sizes[0], "queries_per_env": sizes[1], "mc_runs": 1}
+        meta.write_text(json.dumps(data))
+    assert findings.results_label(first / "paper" / "classroom") == "classroom models, tiny data (paper queries)"
+    assert findings.results_label(second / "paper" / "classroom") == "classroom (paper queries)"
+    alone = findings.findings_at_a_glance(first)
+    assert "classroom models, tiny data (paper queries)" in alone.columns
+    assert "classroom (paper queries)" not in alone.columns  # a root given: no other root unless asked
+    both = findings.findings_at_a_glance(first, also=[second])
+    columns = [c for c in both.columns if c.endswith("queries)")]
+    assert columns == ["classroom models, tiny data (paper queries)", "classroom (paper queries)"]
+    by_name = both.set_index("ablation")
+    assert by_name.loc["prior-scale", columns[0]] == by_name.loc["prior-scale", columns[1]] == "reproduced"
+    with pytest.raises(ValueError, match="two results directories give the column"):
+        findings.findings_at_a_glance(first, also=[first])
 
 
 def test_the_termination_finding_is_judged_only_where_an_episode_can_end_early():

@@ -25,7 +25,15 @@ and :attr:`Verdict.overall`. :func:`findings_at_a_glance` judges every finding o
 finding linked to its chapter.
 """
 
-from .glance import FINDINGS, Finding, chapter_name, findings_at_a_glance, glance_table, judge_finding
+from .glance import (
+    FINDINGS,
+    Finding,
+    chapter_name,
+    findings_at_a_glance,
+    glance_table,
+    judge_finding,
+    results_label,
+)
 from .live import live_directory, live_run_problems, remove_stale_live_directories, run_live
 from .results import (
     AblationResults,
@@ -80,6 +88,7 @@ __all__ = [
     "draw_rccs",
     "ensemble_size_verdict",
     "findings_at_a_glance",
+    "results_label",
     "glance_table",
     "judge_difference",
     "judge_finding",

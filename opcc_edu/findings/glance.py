@@ -39,6 +39,7 @@ __all__ = [
     "judge_finding",
     "findings_at_a_glance",
     "glance_table",
+    "results_label",
 ]
 
 #: The caption of the findings-at-a-glance table.
@@ -201,20 +202,27 @@ def judge_finding(finding: Finding | str, table: pd.DataFrame) -> Verdict | None
     return finding.judge(table)
 
 
-def findings_at_a_glance(root: str | os.PathLike | None = None) -> pd.DataFrame:
+def findings_at_a_glance(
+    root: str | os.PathLike | None = None, also: Sequence[str | os.PathLike] | None = None
+) -> pd.DataFrame:
     """One row per finding of the paper, our verdict per set of committed results.
 
     Reads the committed results only (no run): every directory ``<recipe>/<profile>`` under
     ``root`` (:func:`opcc_edu.experiments.report.profile_directories`, paper recipe first, the
-    largest profile first). A directory holds a configuration ablation only with all its levels.
+    largest profile first), then those under each root of ``also``. A directory holds a
+    configuration ablation only with all its levels.
 
     Args:
         root: the ``results/ablations`` directory (default: the repository's,
             :func:`opcc_edu.experiments.find_results_root`).
+        also: further results roots (default: with ``root`` not given, the repository's other
+            roots beside it, ``results/ablations-*``, such as ``results/ablations-classroom``;
+            with ``root`` given, none).
 
     Returns:
         DataFrame with ablation, title, finding (the paper's, in words), paper_tables, one
-        column per results directory (named ``"<profile> (<recipe> queries)"``: the verdict's
+        column per results directory (:func:`results_label`: ``"<profile> (<recipe> queries)"``,
+        saying so where the runs read another profile's data and queries; the verdict's
         :meth:`~opcc_edu.findings.verdicts.Verdict.summary`, ``"–"`` without results, ``"not
         judged"`` for a finding the paper does not state), chapter (a MyST ``{doc}`` link, empty
         when the chapter does not exist) and chapter_name. ``attrs["verdicts"]`` maps
@@ -223,14 +231,19 @@ def findings_at_a_glance(root: str | os.PathLike | None = None) -> pd.DataFrame:
     from ..experiments.report import profile_directories
 
     root_path = Path(root) if root is not None else ex.find_results_root()
-    directories = profile_directories(root_path) if root_path is not None else []
+    if also is None:
+        also = sorted(root_path.parent.glob(f"{root_path.name}-*")) if root is None and root_path is not None else []
+    roots = ([root_path] if root_path is not None else []) + [Path(extra) for extra in also]
     columns: dict[str, pd.DataFrame] = {}
-    for name in directories:
-        results = ex.load_results(root_path / name)
-        if results.empty:
-            continue
-        recipe = ex.results_recipe(root_path / name)
-        columns[f"{name.rsplit('/', 1)[-1]} ({recipe} queries)"] = results
+    for base in roots:
+        for name in profile_directories(base):
+            results = ex.load_results(base / name)
+            if results.empty:
+                continue
+            label = results_label(base / name)
+            if label in columns:
+                raise ValueError(f"two results directories give the column {label!r}; the second is {base / name}")
+            columns[label] = results
     book = _book_dir()
     rows, verdicts = [], {}
     for finding in FINDINGS:
@@ -261,6 +274,32 @@ def findings_at_a_glance(root: str | os.PathLike | None = None) -> pd.DataFrame:
     )
     frame.attrs["verdicts"] = verdicts
     return frame
+
+
+def results_label(directory: str | os.PathLike) -> str:
+    """A results directory's column name: ``"<profile> (<recipe> queries)"``, where the
+    profile is the directory's name. Where the runs read the data and queries of another
+    profile (``meta.json``'s ``sizes``, e.g. ``paper/classroom``: classroom ensembles on the
+    tiny profile's 20,000 transitions and 300 queries), the label says so:
+    ``"classroom models, tiny data (paper queries)"``, or names the sizes when no profile has
+    them."""
+    from ..config import PROFILES
+
+    directory = Path(directory)
+    recipe = ex.results_recipe(directory)
+    name = directory.name
+    label = f"{name} ({recipe} queries)"
+    sizes = ex.results_sizes(directory)
+    profile = PROFILES.get(name.split("-", 1)[0])
+    if sizes is None or profile is None:
+        return label
+    own = (profile.dataset_size, profile.queries_per_env)
+    read = (sizes["dataset_size"], sizes["queries_per_env"])
+    if read == own:
+        return label
+    match = [p.name for p in PROFILES.values() if (p.dataset_size, p.queries_per_env) == read]
+    data = f"{match[0]} data" if match else f"{read[0]:,} transitions and {read[1]:,} queries"
+    return f"{name} models, {data} ({recipe} queries)"
 
 
 class _LinkedTable(Table):
