@@ -222,10 +222,12 @@ def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(t
     assert by_name.loc["mixture", column] == "–"  # its second level was not run
     assert by_name.loc["horizon", "chapter"] == "{doc}`ablation_horizon`"
     table = findings.glance_table(frame)
-    assert table.header == ("finding", "paper tables", column, "chapter")
-    assert "{doc}`ablation_horizon`" in str(table)
+    assert table.header == ("finding", "paper tables", column)
+    horizon = by_name.loc["horizon", "title"]
+    assert f"{{doc}}`{horizon} <ablation_horizon>`: " in str(table)
     page = table.to_html()
-    assert '<a href="ablation_horizon.html">ablation_horizon</a>' in page and "{doc}" not in page
+    assert f'<a href="ablation_horizon.html">{horizon}</a>' in page and "{doc}" not in page
+    assert page.count("<a href=") == int(frame["chapter_name"].astype(bool).sum())
     assert table.caption == findings.glance.GLANCE_CAPTION
 
 

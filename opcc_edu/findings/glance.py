@@ -303,29 +303,35 @@ def results_label(directory: str | os.PathLike) -> str:
 
 
 class _LinkedTable(Table):
-    """A :class:`~opcc_edu.display.Table` whose chapter cells, MyST ``{doc}`` links in its
-    Markdown text, are HTML links to the chapters' pages (``<chapter>.html``, beside this one)."""
+    """A :class:`~opcc_edu.display.Table` whose MyST ``{doc}`` links in its Markdown text
+    (``{doc}`Title <chapter>```) are HTML links to the chapters' pages (``<chapter>.html``,
+    beside this one)."""
+
+    links: Sequence[tuple[str, str]] = ()
 
     def to_html(self) -> str:
         text = super().to_html()
-        for chapter in self.chapters:
-            cell = html.escape(f"{{doc}}`{chapter}`")
-            text = text.replace(f">{cell}</td>", f'><a href="{chapter}.html">{chapter}</a></td>')
+        for title, chapter in self.links:
+            link = html.escape(f"{{doc}}`{title} <{chapter}>`")
+            text = text.replace(link, f'<a href="{chapter}.html">{html.escape(title)}</a>')
         return text
 
 
 def glance_table(frame: pd.DataFrame) -> Table:
-    """:func:`findings_at_a_glance` as a table: the finding (the ablation's title and the paper's
-    words), the paper's tables, one column per set of results, and the chapter. Its text
-    (``str``) is Markdown with MyST ``{doc}`` links; in a notebook and on the book's page it is
-    an HTML table whose chapter cells link to the chapters' pages."""
+    """:func:`findings_at_a_glance` as a table: the finding (the ablation's title, linked to its
+    chapter, and the paper's words), the paper's tables and one column per set of results. Its
+    text (``str``) is Markdown with MyST ``{doc}`` links; in a notebook and on the book's page it
+    is an HTML table whose titles link to the chapters' pages."""
     fixed = ("ablation", "title", "finding", "paper_tables", "chapter", "chapter_name")
     results = [c for c in frame.columns if c not in fixed]
-    header = ["finding", "paper tables", *results, "chapter"]
-    rows = [
-        [f"{row['title']}: {row['finding']}", row["paper_tables"], *(row[c] for c in results), row["chapter"] or "–"]
-        for _, row in frame.iterrows()
-    ]
+    header = ["finding", "paper tables", *results]
+    rows, links = [], []
+    for _, row in frame.iterrows():
+        title = row["title"]
+        if row["chapter_name"]:
+            links.append((title, row["chapter_name"]))
+            title = f"{{doc}}`{title} <{row['chapter_name']}>`"
+        rows.append([f"{title}: {row['finding']}", row["paper_tables"], *(row[c] for c in results)])
     table = _LinkedTable(header, rows, caption=GLANCE_CAPTION)
-    table.chapters = [name for name in frame["chapter_name"] if name]
+    table.links = links
     return table
