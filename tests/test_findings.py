@@ -283,3 +283,22 @@ def test_load_committed_names_a_grid_under_another_root_by_that_root(tmp_path):
         pytest.skip("no committed results in this checkout")
     assert list(findings.load_committed("horizon", root=default)) == list(findings.load_committed("horizon"))
     assert all(name.split("/")[0] in ("paper", "hard") for name in findings.load_committed("horizon"))
+
+
+def test_a_bare_root_name_loads_the_root_of_that_name_beside_the_repositorys(tmp_path, monkeypatch):
+    repo = tmp_path / "results"
+    (repo / "ablations").mkdir(parents=True)
+    beside = repo / "ablations-larger"
+    grid = ex.plan_ablation("dataset-type", "tiny", environments=["maze2d-umaze"], datasets=["1k", "10k"], seeds=2)
+    answer = ex.synthetic_answer_function(n_queries=50, ensemble_size=4)
+    ex.run_grid(grid, beside / "paper" / "tiny", answer_fn=answer, profile="tiny", progress=False, queries="paper")
+    monkeypatch.setenv("OPCC_EDU_RESULTS", str(repo / "ablations"))
+    assert ex.sibling_results_root("ablations-larger") == beside
+    assert ex.sibling_results_root("ablations-missing") is None
+    by_name = findings.load_committed("dataset-type", root="ablations-larger")
+    assert list(by_name) == ["ablations-larger/paper/tiny"]
+    assert by_name["ablations-larger/paper/tiny"].directory == beside / "paper" / "tiny"
+    assert findings.load_committed("dataset-type", root="ablations-missing") == {}
+    for bad in ("results/ablations-larger", "other", "../ablations-larger"):
+        with pytest.raises(ValueError, match="ablations-"):
+            ex.sibling_results_root(bad)

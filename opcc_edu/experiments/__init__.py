@@ -64,6 +64,7 @@ from .analysis import (
     results_recipe,
     results_sizes,
     run_query_indices,
+    sibling_results_root,
 )
 from .answers import (
     AnswerFunction,
@@ -155,6 +156,7 @@ __all__ = [
     "StoreWarning",
     "migrate_results",
     "find_results_root",
+    "sibling_results_root",
     "committed_results",
     "committed_profiles",
     "results_recipe",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "find_results_root",
+    "sibling_results_root",
     "load_run_queries",
     "committed_results",
     "committed_profiles",
@@ -79,6 +80,27 @@ def find_results_root(start: str | os.PathLike | None = None) -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def sibling_results_root(name: str, start: str | os.PathLike | None = None) -> Path | None:
+    """A results root beside the repository's ``results/ablations`` (``results/<name>``), or ``None``.
+
+    The repository keeps grids of one profile at other sizes under their own root, e.g.
+    ``results/ablations-classroom`` (the classroom profile's own data and queries), next to
+    :func:`find_results_root`; a chapter names such a root by its folder name.
+
+    Raises:
+        ValueError: when ``name`` is not a folder name of the form ``ablations-*``.
+    """
+    if not (isinstance(name, str) and name.startswith("ablations-") and "/" not in name and "\\" not in name):
+        raise ValueError(
+            f"name must be a results root's folder name beside results/ablations ('ablations-*'), got {name!r}"
+        )
+    base = find_results_root(start)
+    if base is None:
+        return None
+    candidate = base.parent / name
+    return candidate if candidate.is_dir() else None
 
 
 def committed_results(

@@ -102,7 +102,9 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
     Args:
         ablation: registry key or :class:`~opcc_edu.experiments.Ablation`.
         root: the ``results/ablations`` directory (default: the repository's, if present), or
-            another results root (``results/ablations-classroom``).
+            another results root (``results/ablations-classroom``); a bare folder name
+            ``"ablations-*"`` names the root of that name beside the repository's
+            (:func:`opcc_edu.experiments.sibling_results_root`; nothing is loaded when it is absent).
 
     Returns:
         ``"<recipe>/<profile>"`` (e.g. ``"paper/tiny"``) -> :class:`AblationResults`, recipe by
@@ -113,6 +115,10 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         with the paper's.
     """
     ablation = ex.get_ablation(ablation)
+    if isinstance(root, str) and root.startswith("ablations-") and "/" not in root:
+        root = ex.sibling_results_root(root)
+        if root is None:
+            return {}
     default = ex.find_results_root()
     prefix = ""
     if root is not None and (default is None or Path(root).resolve() != default.resolve()):
@@ -148,6 +154,9 @@ def show_tie_fair(entry: AblationResults) -> None:
 
 def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) -> dict[str, AblationResults]:
     """Show every committed profile of an ablation: runs, compute, machine, commands, the table.
+
+    ``root`` as in :func:`load_committed` (``"ablations-classroom"``: the classroom profile's own
+    sizes).
 
     Each table cell is ours next to the paper's (:func:`opcc_edu.experiments.format_table`);
     the tie-fair metrics of the same cells follow (:func:`show_tie_fair`).
