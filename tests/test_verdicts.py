@@ -136,6 +136,26 @@ def test_dataset_spread_verdict_each_kind(rows, outcome):
     assert verdict[-1].endswith({"reproduced": "reproduced", "reversed": "not reproduced"}.get(outcome, outcome))
 
 
+def test_dataset_spread_scopes_keep_complete_environments_and_cut_the_mazes_to_1m():
+    rows = [("hopper", lv, "aurcc", 0.1 * i, 0.01) for i, lv in enumerate(findings.DATASET_TYPES["locomotion"])]
+    rows += [("walker2d", "medium", "aurcc", 0.2, 0.01), ("walker2d", "expert", "aurcc", 0.3, 0.01)]  # partial
+    rows += [("maze2d-umaze", lv, "aurcc", 0.05, 0.01) for lv in ("1k", "10k", "100k", "1m")]
+    rows += [("maze2d-open", lv, "aurcc", 0.05, 0.01) for lv in ("1k", "1m")]  # partial
+    rows += [("hopper", "medium", "loss", 0.9, 0.01)]  # another metric
+    scopes = findings.dataset_spread_scopes(_table(rows))
+    assert list(scopes) == ["every complete environment", "the paper's scope (mazes on 1m)", "locomotion alone"]
+    whole, paper, locomotion = scopes.values()
+    assert sorted(whole["environment"].unique()) == ["hopper", "maze2d-umaze"] and len(whole) == 9
+    assert (whole["metric"] == "aurcc").all()
+    assert sorted(paper[paper["environment"] == "maze2d-umaze"]["level"]) == ["1m"] and len(paper) == 6
+    assert set(locomotion["environment"]) == {"hopper"} and len(locomotion) == 5
+    # no locomotion environment is complete: that scope is left out, not empty
+    only_mazes = findings.dataset_spread_scopes(_table([r for r in rows if r[0] != "hopper"]))
+    assert list(only_mazes) == ["every complete environment", "the paper's scope (mazes on 1m)"]
+    with pytest.raises(ValueError, match="metric"):
+        findings.dataset_spread_scopes(_table(rows), metric="accuracy")
+
+
 def test_level_difference_verdict_each_kind_with_given_and_paper_claims():
     table = _table(
         [

@@ -52,6 +52,7 @@ from .results import (
     voting_prefix_explorer,
 )
 from .verdicts import (
+    DATASET_TYPES,
     PAPER_CLAIMS,
     VERDICTS,
     Expectation,
@@ -59,6 +60,7 @@ from .verdicts import (
     agreement_summary,
     combine_outcomes,
     contrast_verdict,
+    dataset_spread_scopes,
     dataset_spread_verdict,
     ensemble_size_verdict,
     judge_difference,
@@ -81,6 +83,8 @@ __all__ = [
     "combine_outcomes",
     "comparison_explorer",
     "contrast_verdict",
+    "DATASET_TYPES",
+    "dataset_spread_scopes",
     "dataset_spread_verdict",
     "describe_plan",
     "display_markdown",

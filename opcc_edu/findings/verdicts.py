@@ -336,6 +336,43 @@ def dataset_spread_verdict(table: pd.DataFrame, metric: str = "aurcc") -> Verdic
     )
 
 
+#: The dataset types of each kind of environment that a complete dataset-type grid holds.
+DATASET_TYPES: dict[str, frozenset[str]] = {
+    "maze": frozenset({"1k", "10k", "100k", "1m"}),
+    "locomotion": frozenset({"random", "medium-replay", "medium", "medium-expert", "expert"}),
+}
+
+
+def dataset_spread_scopes(table: pd.DataFrame, metric: str = "aurcc") -> dict[str, pd.DataFrame]:
+    """A dataset-type table cut three ways for :func:`dataset_spread_verdict`.
+
+    Only environments that hold every dataset type of their kind (:data:`DATASET_TYPES`: the
+    four maze sizes, the five D4RL locomotion types) are kept, so that a spread is never read
+    from a partial row.
+
+    Returns:
+        ``"every complete environment"``, ``"the paper's scope (mazes on 1m)"`` (the paper's
+        Tables 1 and 2: locomotion's five types, each maze's ``1m`` data only) and
+        ``"locomotion alone"`` -> the rows of ``metric``; a scope without rows is left out.
+    """
+    check_choice(metric, TABLE_METRICS, "metric")
+    part = table[table["metric"] == metric]
+    maze = part["environment"].str.startswith("maze2d")
+    present = part.groupby("environment")["level"].apply(set)
+    complete = [
+        env
+        for env, levels in present.items()
+        if levels == DATASET_TYPES["maze" if env.startswith("maze2d") else "locomotion"]
+    ]
+    keep = part["environment"].isin(complete)
+    scopes = {
+        "every complete environment": part[keep],
+        "the paper's scope (mazes on 1m)": part[keep & (~maze | (part["level"] == "1m"))],
+        "locomotion alone": part[keep & ~maze],
+    }
+    return {name: rows for name, rows in scopes.items() if not rows.empty}
+
+
 def level_difference_verdict(
     table: pd.DataFrame,
     ablation: str | ex.Ablation,
