@@ -162,6 +162,10 @@ def test_describe_data_names_the_transitions_behind_each_recipe():
     assert describe_data("hopper", ["random", "medium"], "classroom") == (
         "classroom; 2 datasets (random, medium): 200,000 transitions each"
     )
+    # HalfCheetah's medium-replay holds fewer transitions than the classroom cut: each size is named
+    assert describe_data("halfcheetah", ["random", "medium-replay"], "classroom", "paper", 200_000) == (
+        "classroom, paper queries; 2 datasets: random 200,000, medium-replay 67,584 transitions"
+    )
 
 
 def test_format_table_states_the_data_and_the_paper_cell_and_shows_tie_fair_beside():

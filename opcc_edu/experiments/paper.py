@@ -205,6 +205,12 @@ def describe_data(
         data = f"{names[0]}: {used:,} transitions" + (f" of {full:,}" if used < full else "")
     elif names and all(s is not None for s in sizes) and len({s[0] for s in sizes}) == 1:
         data = f"{len(names)} datasets ({', '.join(names)}): {sizes[0][0]:,} transitions each"
+    elif names and all(s is not None for s in sizes):  # a dataset smaller than the cut: name each size
+        data = (
+            f"{len(names)} datasets: "
+            + ", ".join(f"{n} {s[0]:,}" for n, s in zip(names, sizes, strict=True))
+            + " transitions"
+        )
     else:
         data = ", ".join(names) or "datasets unknown"
     head = ", ".join(p for p in (profile, f"{recipe} queries" if recipe else None) if p)
