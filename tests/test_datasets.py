@@ -281,15 +281,9 @@ def test_episode_assembler_lays_out_episodes_contiguously():
         asm.finish(11)
 
 
-# SHA-256 of the transitions below as the replay produced them before it recorded simulator
-# states: recording them must leave the transitions byte for byte the same.
-REPLAY_TRANSITIONS_SHA256 = "86f0d6b4044a54b7ba7dd1ced2f46413ffcb446cf4254469726606f8a6a4e3e1"
-
-
-def test_medium_replay_records_a_deterministic_training_run():
-    import hashlib
-
+def test_medium_replay_records_a_deterministic_training_run(monkeypatch):
     from opcc_edu.policies import PPOConfig
+    from opcc_edu.policies import ppo as ppo_module
 
     args = {"env_name": "hopper", "seed": 3, "config": PPOConfig(n_envs=2, n_steps=64, batch_size=64, n_epochs=1)}
     a = generate_replay_dataset("hopper", 200, args, progress=False)
@@ -300,12 +294,21 @@ def test_medium_replay_records_a_deterministic_training_run():
     assert ds.continuity_error(a) == 0.0
     done = termination_fn("hopper")(torch.as_tensor(a["next_observations"])).numpy()
     np.testing.assert_array_equal(a["terminals"], done)
-    digest = hashlib.sha256()
+    # Reading the simulator states changes nothing in the run: the same run with the reads
+    # replaced by zeros gives the same transitions byte for byte. (A stored hash of these
+    # transitions is no guard: MuJoCo and torch round differently on different CPUs, so the
+    # same seed gives other last bits on another processor.)
+    calls = []
+
+    def no_read(venv):
+        calls.append(len(venv.envs))
+        return np.zeros((len(venv.envs), 6)), np.zeros((len(venv.envs), 6))
+
+    monkeypatch.setattr(ppo_module, "_simulator_states", no_read)
+    unread = generate_replay_dataset("hopper", 200, args, progress=False)
+    assert len(calls) >= 100 and not unread["infos/qpos"].any()
     for key in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts"):
-        array = np.ascontiguousarray(a[key])
-        digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
-        digest.update(array.tobytes())
-    assert digest.hexdigest() == REPLAY_TRANSITIONS_SHA256
+        np.testing.assert_array_equal(a[key], unread[key], err_msg=key)
     # Every recorded simulator state reproduces its observation, episode starts included.
     assert a["infos/qpos"].shape == (200, 6) and a["infos/qvel"].shape == (200, 6)
     env = make_env("hopper")
