@@ -251,6 +251,35 @@ def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(t
     assert table.caption == findings.glance.GLANCE_CAPTION
 
 
+def test_findings_at_a_glance_judges_no_environment_on_a_single_run(tmp_path):
+    directory = tmp_path / "ablations" / "paper" / "tiny"
+    data = {"maze2d-umaze": ("1m",), "hopper": ("medium",)}
+    answer = SyntheticAnswers(key="environment-seed")
+    column = "tiny (paper queries)"
+
+    def run(environments, seeds, configuration):
+        grid = ex.GridSpec(environments, {env: data[env] for env in environments}, seeds, (configuration,))
+        ex.run_grid(grid, directory, answer_fn=answer, progress=False)
+
+    run(("maze2d-umaze", "hopper"), (0, 1), {})
+    run(("maze2d-umaze",), (0, 1), {"prior_scale": 5.0})
+    run(("hopper",), (0,), {"prior_scale": 5.0})  # one seed of the second level so far
+    frame = findings.findings_at_a_glance(directory.parent.parent)
+    assert frame.attrs["verdicts"][("prior-scale", column)].outcomes == {"maze2d-umaze": "reproduced"}
+    run(("hopper",), (1,), {"prior_scale": 5.0})  # the second seed lands: Hopper is judged
+    frame = findings.findings_at_a_glance(directory.parent.parent)
+    assert set(frame.attrs["verdicts"][("prior-scale", column)].outcomes) == {"maze2d-umaze", "hopper"}
+    assert "two runs or more" in findings.glance.GLANCE_CAPTION
+
+
+def test_findings_at_a_glance_leaves_a_level_of_one_run_unjudged(tmp_path):
+    directory = tmp_path / "ablations" / "paper" / "tiny"
+    grid = ex.GridSpec(("maze2d-umaze",), {"maze2d-umaze": ("1m",)}, (0,), ({}, {"prior_scale": 5.0}))
+    ex.run_grid(grid, directory, answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
+    frame = findings.findings_at_a_glance(directory.parent.parent)
+    assert frame.set_index("ablation").loc["prior-scale", "tiny (paper queries)"] == "–"
+
+
 def test_findings_at_a_glance_labels_each_root_and_the_sizes_its_runs_read(tmp_path):
     """A classroom grid that read the tiny profile's data and queries is labelled so; a second
     root at the profile's own sizes gets a column of its own."""

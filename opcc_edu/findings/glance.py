@@ -46,7 +46,8 @@ __all__ = [
 GLANCE_CAPTION = (
     "One row per finding of the paper; per set of committed results (profile, query recipe), our verdict: "
     "reproduced, reversed or inconclusive, for a majority of the environments judged (the counts in brackets), "
-    "read from disjoint or overlapping 95% intervals. – : no result of that ablation in that set."
+    "read from disjoint or overlapping 95% intervals; an environment enters once every cell has two runs or more "
+    "(one run has no interval). – : no result of that ablation in that set."
 )
 
 
@@ -202,6 +203,18 @@ def judge_finding(finding: Finding | str, table: pd.DataFrame) -> Verdict | None
     return finding.judge(table)
 
 
+def _with_intervals(table: pd.DataFrame) -> pd.DataFrame:
+    """The environments of an aggregate whose every cell rests on at least two runs.
+
+    A cell of one run has no interval, and every verdict reads intervals: such an environment
+    (a level with one seed so far) is left out of the glance rather than judged on a point.
+    """
+    if table.empty or "n_samples" not in table:
+        return table
+    enough = table.groupby("environment")["n_samples"].min() >= 2
+    return table[table["environment"].isin(enough[enough].index)]
+
+
 def findings_at_a_glance(
     root: str | os.PathLike | None = None, also: Sequence[str | os.PathLike] | None = None
 ) -> pd.DataFrame:
@@ -210,7 +223,8 @@ def findings_at_a_glance(
     Reads the committed results only (no run): every directory ``<recipe>/<profile>`` under
     ``root`` (:func:`opcc_edu.experiments.report.profile_directories`, paper recipe first, the
     largest profile first), then those under each root of ``also``. A directory holds a
-    configuration ablation only with all its levels.
+    configuration ablation only with all its levels, and an environment enters a verdict only
+    when every cell of it rests on two runs or more (one run has no interval).
 
     Args:
         root: the ``results/ablations`` directory (default: the repository's,
@@ -257,7 +271,7 @@ def findings_at_a_glance(
             "paper_tables": ", ".join(map(str, ablation.paper_tables)) or "none",
         }
         for column, results in columns.items():
-            table = ex.aggregate(results, ablation)
+            table = _with_intervals(ex.aggregate(results, ablation))
             needed = 1 if ablation.is_selection else len(ablation.levels)
             if table.empty or table["level"].nunique() < needed:
                 row[column] = "–"
