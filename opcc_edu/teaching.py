@@ -373,6 +373,22 @@ def _notebook_problem(path: Path) -> str | None:
     return None
 
 
+KERNEL_START_ATTEMPTS = 3
+"""How many times a submission is run when its kernel dies before it starts (a loaded machine
+can lose a kernel at start-up: the student's notebook never ran, so it is not their fault)."""
+
+_KERNEL_START_FAILURES = (
+    "Kernel died before replying to kernel_info",
+    "Kernel didn't respond in",
+    "Timeout waiting for kernel_info reply",
+)
+
+
+def _kernel_failed_to_start(output: str) -> bool:
+    """Whether Otter's output says the kernel never started (so no cell of the notebook ran)."""
+    return any(marker in output for marker in _KERNEL_START_FAILURES)
+
+
 def _failure_reason(output: str) -> str:
     """The first error of a failed question in Otter's output: ``TypeError: ...``, or for a bare
     ``AssertionError`` the failing statement."""
@@ -399,7 +415,9 @@ def grade_submission(
         submission: the student's ``.ipynb``.
         assignment: the assignment's name (recorded in the rows).
         autograder_zip: from :func:`build_assignment`.
-        timeout: seconds the grading may take before the submission scores 0.
+        timeout: seconds the grading may take before the submission scores 0 (per attempt: a
+            run whose kernel dies before it starts is retried, :data:`KERNEL_START_ATTEMPTS` in
+            all, and scores 0 with the reason only when every attempt fails that way).
         points: :func:`question_points` of the zip (read from it when None).
 
     Returns:
@@ -418,18 +436,22 @@ def grade_submission(
     problem = _notebook_problem(path)
     if problem is not None:
         return rows_of({q: (0.0, problem) for q in points})
-    with tempfile.TemporaryDirectory(prefix="opcc-grade-") as workdir:
-        status, output = _otter(
-            ["run", "--no-logo", "-a", str(Path(autograder_zip).resolve()), "-o", workdir, str(path.resolve())],
-            timeout,
-            cwd=workdir,
-        )
-        results_path = Path(workdir) / "results.json"
-        if status is None:
-            return rows_of({q: (0.0, f"timed out after {timeout:g} s") for q in points})
-        if not results_path.is_file():
-            return rows_of({q: (0.0, f"grader error: {_last_line(output)}") for q in points})
-        results = json.loads(results_path.read_text(encoding="utf-8"))
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        with tempfile.TemporaryDirectory(prefix="opcc-grade-") as workdir:
+            status, output = _otter(
+                ["run", "--no-logo", "-a", str(Path(autograder_zip).resolve()), "-o", workdir, str(path.resolve())],
+                timeout,
+                cwd=workdir,
+            )
+            results_path = Path(workdir) / "results.json"
+            if status is None:
+                return rows_of({q: (0.0, f"timed out after {timeout:g} s") for q in points})
+            if results_path.is_file():
+                results = json.loads(results_path.read_text(encoding="utf-8"))
+                break
+        if attempt == KERNEL_START_ATTEMPTS or not _kernel_failed_to_start(output):
+            note = f" (kernel failed to start {attempt} times)" if attempt > 1 else ""
+            return rows_of({q: (0.0, f"grader error: {_last_line(output)}{note}") for q in points})
     graded = {test["name"]: test for test in results.get("tests", []) if "score" in test and test["name"] in points}
     scores = {}
     for q in points:
@@ -516,6 +538,7 @@ def read_grades(path: str | os.PathLike) -> list[QuestionGrade]:
 __all__ = [
     "ASSIGNMENTS",
     "GRADE_COLUMNS",
+    "KERNEL_START_ATTEMPTS",
     "BuiltAssignment",
     "QuestionGrade",
     "build_assignment",

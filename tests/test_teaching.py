@@ -239,3 +239,52 @@ def test_without_otter_the_command_names_the_teach_extra(tmp_path, monkeypatch, 
     assert main(["assignments", "build", "--out", str(tmp_path)]) == 2
     assert 'pip install "opcc_edu[teach]"' in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def _fake_otter(outputs: list[str], scores: dict[str, float]):
+    """An ``_otter`` stand-in: each call pops the next output; the output "ok" writes a
+    results.json with ``scores`` into the ``-o`` folder, any other writes nothing."""
+    calls = []
+
+    def fake(args, timeout, cwd=None):
+        calls.append(list(args))
+        output = outputs.pop(0)
+        if output == "ok":
+            workdir = Path(args[args.index("-o") + 1])
+            tests = [{"name": q, "score": s, "output": ""} for q, s in scores.items()]
+            (workdir / "results.json").write_text(json.dumps({"tests": tests}))
+        return 0 if output == "ok" else 1, output
+
+    return fake, calls
+
+
+def _any_notebook(path: Path) -> Path:
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), path)
+    return path
+
+
+def test_a_kernel_that_dies_at_start_up_is_retried_and_other_errors_are_not(tmp_path, monkeypatch):
+    import opcc_edu.teaching as teaching
+
+    points = {"q1": 2.0, "q2": 3.0}
+    died = "Traceback ...\nRuntimeError: Kernel died before replying to kernel_info\n"
+    notebook = _any_notebook(tmp_path / "erin.ipynb")
+    # Died once, then ran: full marks, two runs.
+    fake, calls = _fake_otter([died, "ok"], points)
+    monkeypatch.setattr(teaching, "_otter", fake)
+    rows = grade_submission(notebook, "mini_ablation", "unused.zip", points=points)
+    assert [(r.question, r.points, r.reason) for r in rows] == [("q1", 2.0, ""), ("q2", 3.0, "")]
+    assert len(calls) == 2
+    # Died every time: 0 with the reason and the count, after KERNEL_START_ATTEMPTS runs.
+    fake, calls = _fake_otter([died] * teaching.KERNEL_START_ATTEMPTS, points)
+    monkeypatch.setattr(teaching, "_otter", fake)
+    rows = grade_submission(notebook, "mini_ablation", "unused.zip", points=points)
+    assert len(calls) == teaching.KERNEL_START_ATTEMPTS
+    assert all(r.points == 0 for r in rows)
+    assert rows[0].reason.startswith("grader error: RuntimeError: Kernel died before replying to kernel_info")
+    assert f"failed to start {teaching.KERNEL_START_ATTEMPTS} times" in rows[0].reason
+    # Any other grader error is the submission's: one run, no retry.
+    fake, calls = _fake_otter(["ValueError: something else\n"], points)
+    monkeypatch.setattr(teaching, "_otter", fake)
+    rows = grade_submission(notebook, "mini_ablation", "unused.zip", points=points)
+    assert len(calls) == 1 and rows[0].reason == "grader error: ValueError: something else"
