@@ -18,8 +18,9 @@ training is seeded), so the script reproduces on a machine that never ran the gr
 each run whether the cache held it.
 
 ``python benchmarks/bench_model_error.py [--ablation model-type] [--profile classroom]
-[--seeds 3] [ENV ...]`` writes ``benchmarks/results/model_error_<ablation>_<profile>.json``
-and ``.md``.
+[--seeds 3] [--results DIR] [ENV ...]`` writes ``benchmarks/results/model_error_<ablation>_<profile>.json``
+and ``.md`` (``..._<profile>_<results root>.*`` for a grid outside ``results/ablations``, such as
+``results/ablations-classroom/paper/classroom``).
 """
 
 from __future__ import annotations
@@ -100,11 +101,13 @@ def text(results: dict, args, host: dict) -> str:
     from opcc_edu.config import get_profile
 
     prof = get_profile(args.profile)
+    relative = args.results.relative_to(RESULTS.parents[1].resolve())
+    results_option = f" --results {relative}" if results_suffix(args.results) else ""
     lines = [
         f"# One-step error of the `{args.ablation}` grid's ensembles, profile `{args.profile}`",
         "",
         f"`python benchmarks/bench_model_error.py --ablation {args.ablation} --profile {args.profile} "
-        f"--seeds {args.seeds} {' '.join(args.environments)}` (the runs of "
+        f"--seeds {args.seeds}{results_option} {' '.join(args.environments)}` (the runs of "
         f"`{args.results.relative_to(RESULTS.parents[1])}`, at the data size its `meta.json` records) "
         f"on {host['cpu']}, torch {host['torch']}. "
         f"Profile `{args.profile}`: {prof.ensemble_size} members of {list(prof.hidden_sizes)}, "
@@ -130,6 +133,13 @@ def text(results: dict, args, host: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def results_suffix(results: Path) -> str:
+    """``""`` for a grid under ``results/ablations``, else ``"_<its results root>"`` (for instance
+    ``_ablations-classroom``), so that two grids of one profile write two files."""
+    root = results.resolve().parents[1]
+    return "" if root == (RESULTS.parents[1] / "results" / "ablations").resolve() else f"_{root.name}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("environments", nargs="*", default=list(DEFAULT_ENVIRONMENTS))
@@ -147,11 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.results is None:
         args.results = RESULTS.parents[1] / "results" / "ablations" / "paper" / args.profile
+    args.results = args.results.resolve()
     torch.set_num_threads(args.threads)
     host = machine()
     results = measure(args.ablation, args.profile, args.seeds, args.environments, args.results)
     host["load_average_end"] = os.getloadavg()
-    stem = RESULTS / f"model_error_{args.ablation}_{args.profile}"
+    stem = RESULTS / f"model_error_{args.ablation}_{args.profile}{results_suffix(args.results)}"
     meta = {"machine": host, "config": {**vars(args), "results": str(args.results.relative_to(RESULTS.parents[1]))}}
     stem.with_suffix(".json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
     report = text(results, args, host)
