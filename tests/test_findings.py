@@ -302,3 +302,23 @@ def test_a_bare_root_name_loads_the_root_of_that_name_beside_the_repositorys(tmp
     for bad in ("results/ablations-larger", "other", "../ablations-larger"):
         with pytest.raises(ValueError, match="ablations-"):
             ex.sibling_results_root(bad)
+
+
+def test_run_values_reads_each_run_of_a_level_once_with_its_queries():
+    entry = findings.load_committed("termination")["paper/tiny"]
+    rows = ex.ablation_rows(entry.results, "termination")
+    runs = findings.run_values(entry, "hopper", "none", queries=True)
+    expected = rows[(rows["environment"] == "hopper") & (rows["level"] == "none")]["run_id"].unique()
+    assert [run.run_id for run, _, _ in runs] == list(expected) and len(runs) == 3
+    for run, values, queries in runs:
+        assert run.environment == "hopper" and run.level == "none"
+        saved = ex.load_run_values(entry.directory, f"hopper__{run.dataset}__seed{run.seed}__termination-none")
+        np.testing.assert_array_equal(values.values_a, saved.values_a)
+        assert values.values_a.shape == values.values_b.shape == (len(queries), values.values_a.shape[1])
+        np.testing.assert_array_equal(np.asarray(queries.target), values.target)
+    everything = findings.run_values(entry)
+    assert len(everything) == rows["run_id"].nunique() and len(everything[0]) == 2
+    with pytest.raises(ValueError, match=r"environment 'cartpole' has no run.*'hopper'"):
+        findings.run_values(entry, "cartpole")
+    with pytest.raises(ValueError, match=r"level 'sometimes' has no run.*'predefined'"):
+        findings.run_values(entry, level="sometimes")

@@ -138,6 +138,51 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
     return committed
 
 
+def run_values(
+    entry: AblationResults, environment: str | None = None, level: str | None = None, queries: bool = False
+) -> list[tuple]:
+    """The saved member values of each run behind an ablation's cells, one run at a time.
+
+    Every cause test of the Ablations chapters reads runs this way: the ablation's rows of one
+    environment and level (:func:`opcc_edu.experiments.ablation_rows`), one per run, and each
+    run's member values (:func:`opcc_edu.experiments.load_run_values`), with its queries where
+    the truth is needed (:func:`opcc_edu.experiments.load_run_queries`, row ``i`` of one is row
+    ``i`` of the other).
+
+    Args:
+        entry: committed or live results (:func:`load_committed`, :func:`run_live`).
+        environment: only this environment's runs (default: every environment).
+        level: only this level's runs (default: every level).
+        queries: also load each run's queries.
+
+    Returns:
+        ``[(run, values)]`` or, with ``queries``, ``[(run, values, queries)]``, in the order of
+        the results' rows: ``run`` one row of the ablation's rows (a named tuple with
+        ``environment``, ``dataset``, ``seed``, ``configuration``, ``level``, ...), ``values`` a
+        :class:`~opcc_edu.experiments.RunValues` (``values_a``, ``values_b``: (N, M) member values
+        of N queries and M members; ``target``, ``horizon``: (N,)), ``queries`` a ``QuerySet`` of N.
+
+    Raises:
+        ValueError: ``environment`` or ``level`` is not one of the entry's (the valid ones named).
+    """
+    from ..experiments.grid import run_slug
+
+    rows = ex.ablation_rows(entry.results, entry.ablation)
+    for name, value in (("environment", environment), ("level", level)):
+        if value is not None and value not in set(rows[name]):
+            valid = ", ".join(map(repr, dict.fromkeys(rows[name])))
+            raise ValueError(f"{name} {value!r} has no run in {entry.name!r}; choose one of {valid}")
+        if value is not None:
+            rows = rows[rows[name] == value]
+    rows = rows.drop_duplicates("run_id")
+    out = []
+    for run in rows.itertuples():
+        slug = run_slug(run.environment, run.dataset, run.seed, run.configuration)
+        values = ex.load_run_values(entry.directory, slug)
+        out.append((run, values, ex.load_run_queries(entry.directory, slug)) if queries else (run, values))
+    return out
+
+
 def show_tie_fair(entry: AblationResults) -> None:
     """Show the tie-fair metrics of one set of results (ours only: the paper has none).
 
