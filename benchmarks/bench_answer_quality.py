@@ -5,7 +5,7 @@ Two stages, so the expensive part runs once and in the background:
 ``python benchmarks/bench_answer_quality.py run [--profile classroom] [--seeds 3] [ENV ...]``
     For each environment and seed: train (or load from the cache) the default ensemble of the
     profile, then, on the ``paper`` and the ``hard`` query sets, decompose the value error
-    (:func:`opcc_edu.baselines.diagnose.decompose_value_error`: learned reward on true states,
+    (:func:`opcc_edu.lab.diagnose.decompose_value_error`: learned reward on true states,
     true reward on model states, one-step and open-loop error) and record the no-model
     heuristic's answers. Everything is written to ``.bench-cache/answer_quality/`` (not
     committed: it holds every member's value of every query side). Training time and the
@@ -81,11 +81,11 @@ def run(
 
     from opcc_edu.baselines import EnsembleConfig
     from opcc_edu.baselines.cache import get_or_train_ensemble
-    from opcc_edu.baselines.diagnose import decompose_value_error
     from opcc_edu.baselines.estimate import estimate_values, select_profile_queries
     from opcc_edu.baselines.heuristic import heuristic_answers
     from opcc_edu.config import use_profile
     from opcc_edu.datasets import DEFAULT_DATASET, dataset_names, load_dataset
+    from opcc_edu.lab.diagnose import decompose_value_error
     from opcc_edu.queries import load_queries
 
     if dataset is not None:
@@ -222,7 +222,7 @@ def _sub_loss(arr: dict[str, np.ndarray], variant: str, same_state: bool = False
 
 
 def _paper_value(table: int, env: str, dataset: str, metric: str = "loss") -> float | None:
-    from opcc_edu.experiments import paper_results
+    from opcc_edu.lab.experiments import paper_results
 
     rows = paper_results()
     rows = rows[

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from opcc_edu import experiments as ex
-from opcc_edu.experiments import executors
 from opcc_edu.io import atomic_write_text
+from opcc_edu.lab import experiments as ex
+from opcc_edu.lab.experiments import executors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_rollout import RESULTS, machine  # noqa: E402

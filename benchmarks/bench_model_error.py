@@ -5,8 +5,8 @@ autoregressive objectives. This script measures the models the grid itself train
 answered with: for every run of an ablation in a profile (by default ``model-type`` in
 ``classroom`` on maze2d-umaze and Hopper, 3 seeds) it obtains the run's ensemble through the
 ensemble cache, with the configuration the grid used
-(:func:`opcc_edu.experiments.run_ensemble_config`), and scores it on the transitions its
-training held out (:func:`opcc_edu.baselines.diagnose.holdout_indices`, the run's seed). The
+(:func:`opcc_edu.lab.experiments.run_ensemble_config`), and scores it on the transitions its
+training held out (:func:`opcc_edu.lab.diagnose.holdout_indices`, the run's seed). The
 measure is ``bench_training.py``'s: the one-step mean squared error per target dimension in
 standardised units, mean over members, the autoregressive model predicting each dimension from
 its own earlier predictions as in a rollout.
@@ -51,14 +51,14 @@ def measure(ablation: str, profile: str, seeds: int, environments: list[str], re
     from opcc_edu.config import use_profile
     from opcc_edu.datasets import load_dataset
     from opcc_edu.datasets.recipes import get_recipe, max_size
-    from opcc_edu.experiments import (
+    from opcc_edu.lab.experiments import (
         configuration_label,
         get_ablation,
         plan_ablation,
         results_sizes,
         run_ensemble_config,
     )
-    from opcc_edu.experiments.runner import profile_sizes
+    from opcc_edu.lab.experiments.runner import profile_sizes
 
     recorded = (results_sizes(results) if results.is_dir() else None) or profile_sizes(profile)
 

@@ -2,7 +2,7 @@
 
 For all seven environments and both recipes (``paper``, the default, and ``hard``):
 
-* the statistics of the full set (:func:`opcc_edu.queries.describe_queries`): same-state and
+* the statistics of the full set (:func:`opcc_edu.lab.describe.describe_queries`): same-state and
   self-pair shares, the median gap, the heuristic's error;
 * on the profile's query subset (tiny: 300 queries, the subset ``opcc-edu run`` answers), the
   EV loss and AURCC of the default ensemble (one ensemble per seed, trained once and asked
@@ -39,9 +39,10 @@ from opcc_edu.baselines.heuristic import heuristic_metrics
 from opcc_edu.config import get_profile
 from opcc_edu.datasets import DEFAULT_DATASET
 from opcc_edu.envs import ENV_NAMES
+from opcc_edu.lab.describe import describe_queries
 from opcc_edu.metrics import mean_confidence_interval
 from opcc_edu.names import ALL_HORIZONS, QUERY_RECIPES
-from opcc_edu.queries import describe_queries, load_queries
+from opcc_edu.queries import load_queries
 
 
 def _cell(values: list[float]) -> str:

@@ -23,7 +23,7 @@ isolates the reward part, which is what the decomposition blames: it trains one 
 of a member's shape (the profile's hidden widths, SiLU, Adam at the baseline's learning rate,
 the profile's steps and batch size, inputs ``concat(obs, action)`` standardised) on the
 profile's dataset, and pays its reward on the simulator's own query trajectories (the variant
-"learned reward on true states" of :func:`opcc_edu.baselines.diagnose.decompose_value_error`).
+"learned reward on true states" of :func:`opcc_edu.lab.diagnose.decompose_value_error`).
 The Gaussian head's prediction is clipped to the data's reward bounds, as the ensemble clips
 it. Every number comes from the same fixed, horizon-stratified subset of 300 queries per set
 that the answer-quality benchmark decomposes.

@@ -321,7 +321,7 @@ def summarize(results: dict) -> str:
         "GPU: the measurement is still open (no GPU on this machine). Its targets: at least 30x the "
         "reference design on the same GPU in the same run, and at least 1e8 member-steps/s on an H100-class "
         "GPU for M = 100, N = 1500, h = 50 and this model, with the largest (N, M) that fits. Without a GPU, "
-        "tests/test_device_clean.py checks the GPU path: no host synchronisation in the step loop (counted "
+        "tests/core/test_device_clean.py checks the GPU path: no host synchronisation in the step loop (counted "
         "per call, whatever the horizon) and chunks sized to half the device's free memory.",
         "",
         f"Setup: D = {D}, A = {A}, model 4x200 SiLU (MBPO), {POLICIES} policies 2x64 tanh, "

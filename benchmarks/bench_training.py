@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             "load average at start "
             f"{tuple(round(x, 2) for x in results['machine']['load_average_start'])} (shared machine: best of "
             f"{args.repeats} interleaved repeats). GPU: the measurement is still open (no GPU on this machine); "
-            "tests/test_device_clean.py checks without one that the step loop never waits for the device.",
+            "tests/core/test_device_clean.py checks without one that the step loop never waits for the device.",
             "",
             f"M = {args.members} members, D = {D}, A = {A}, 4x200 SiLU, batch {args.batch_size} per member, "
             f"{args.steps} gradient steps; member-samples per second.",

@@ -2,7 +2,7 @@
 
 Nothing is timed here. The estimate multiplies the work of one ``paper``-profile run by
 throughputs measured on this repository's benchmark machine, and counts the runs of every
-ablation with :func:`opcc_edu.experiments.plan_ablation`:
+ablation with :func:`opcc_edu.lab.experiments.plan_ablation`:
 
 * training: M x steps x batch member-samples at the measured training throughput of
   ``benchmarks/results/training.json`` (the MBPO-sized 4x200 model, one CPU thread);
@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from opcc_edu.config import get_profile
-from opcc_edu.experiments import ABLATIONS, plan_ablation
 from opcc_edu.io import atomic_write_text
+from opcc_edu.lab.experiments import ABLATIONS, plan_ablation
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

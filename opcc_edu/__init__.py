@@ -18,7 +18,13 @@ The public API is re-exported here; each subsystem lives in its own module:
 * :mod:`opcc_edu.plotting` -- maze drawings, query scatter plots, value gaps, query explorer.
 * :mod:`opcc_edu.dynamics` -- vectorised dynamics-model ensembles, training, batched rollouts.
 * :mod:`opcc_edu.baselines` -- the paper's ensemble baselines end to end (``opcc-edu run``).
-* :mod:`opcc_edu.experiments` -- the paper's ablations: grids, resumable results, reports.
+
+Two wings sit beside this core and import it; the core never imports them (a test checks it):
+
+* :mod:`opcc_edu.lab` -- the research machinery: the paper's ablations (grids, the results store,
+  executors, reports), verdicts and findings, diagnostics.
+* :mod:`opcc_edu.classroom` -- the assignments: student and autograder versions, grading.
+* :mod:`opcc_edu.build` -- the asset builders: the query policies and the query sets.
 """
 
 __version__ = "0.1.0"
@@ -30,7 +36,6 @@ from .utils import cache_dir, get_device, seed_everything
 # light (no torch, no simulator) and one subsystem's optional dependency cannot break another.
 # To export a name, add it to its module's list here.
 _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
-    "assignments": ("grade_confidence_function",),
     "envs": (
         "ENV_NAMES",
         "ENV_SPECS",
@@ -68,7 +73,6 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "expected_rpp",
         "mean_confidence_interval",
         "oracle_aurcc",
-        "plot_risk_coverage",
         "reverse_pair_proportion",
         "risk_coverage_curve",
         "selective_gain",
@@ -115,7 +119,6 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
     "queries": (
         "HORIZONS",
         "QuerySet",
-        "build_query_set",
         "gap_threshold",
         "load_queries",
     ),
@@ -123,6 +126,7 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "draw_maze",
         "plot_gap_histogram",
         "plot_query",
+        "plot_risk_coverage",
         "plot_value_scatter",
         "query_explorer",
     ),
@@ -142,13 +146,6 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "estimate_values",
         "get_or_train_ensemble",
         "train_ensemble",
-    ),
-    "experiments": (
-        "ABLATIONS",
-        "aggregate",
-        "paper_results",
-        "plan_ablation",
-        "run_ablation",
     ),
 }
 _NAME_TO_MODULE = {name: module for module, names in _LAZY_EXPORTS.items() for name in names}

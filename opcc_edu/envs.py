@@ -28,7 +28,8 @@ import dataclasses
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -430,3 +431,111 @@ TERMINATION_FNS: dict[str, Callable] = {
 def termination_fn(env_name: str) -> Callable:
     """The predefined termination function of an environment: ``next_obs (..., D) -> done (...)``."""
     return TERMINATION_FNS[get_spec(env_name).termination]
+
+
+# --------------------------------------------------------------------------------------------
+# Maze geometry: cells, shortest paths and the (x, y) frame
+# --------------------------------------------------------------------------------------------
+MazeMap = Sequence[Sequence[int]]
+"""A maze layout: rows of cells, 1 = wall, 0 = free (:attr:`opcc_edu.envs.EnvSpec.maze_map`)."""
+
+# Grid moves in a fixed order, so that ties between equally short paths break the same way
+# on every machine: up, down, left, right in (row, column) steps.
+_MOVES = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)], dtype=np.int64)
+
+
+def free_cells(maze_map: MazeMap) -> np.ndarray:
+    """(row, column) of every free cell in row-major order: int64 array (F, 2)."""
+    layout = np.asarray(maze_map)
+    rows, cols = np.nonzero(layout == 0)
+    return np.stack([rows, cols], axis=1).astype(np.int64)
+
+
+def grid_distances(maze_map: MazeMap, goal_cell: tuple[int, int]) -> np.ndarray:
+    """Breadth-first-search distance (in cells) from every cell to ``goal_cell``.
+
+    Args:
+        maze_map: layout, 1 = wall, 0 = free, rows top to bottom.
+        goal_cell: (row, column) of a free cell.
+
+    Returns:
+        int64 array with the layout's shape; -1 for walls and cells that cannot reach the goal.
+    """
+    layout = np.asarray(maze_map)
+    goal = (int(goal_cell[0]), int(goal_cell[1]))
+    if not (0 <= goal[0] < layout.shape[0] and 0 <= goal[1] < layout.shape[1]) or layout[goal] != 0:
+        raise ValueError(f"goal_cell must be a free cell of the maze, got {goal_cell!r}")
+    dist = np.full(layout.shape, -1, dtype=np.int64)
+    dist[goal] = 0
+    queue = deque([goal])
+    while queue:
+        r, c = queue.popleft()
+        for dr, dc in _MOVES:
+            nr, nc = r + int(dr), c + int(dc)
+            if 0 <= nr < layout.shape[0] and 0 <= nc < layout.shape[1] and layout[nr, nc] == 0 and dist[nr, nc] < 0:
+                dist[nr, nc] = dist[r, c] + 1
+                queue.append((nr, nc))
+    return dist
+
+
+def next_cell_table(maze_map: MazeMap) -> np.ndarray:
+    """The first step of a shortest path for every (goal, current) pair of free cells.
+
+    Returns:
+        int64 array (F, F): entry ``[g, c]`` is the index (into :func:`free_cells`) of the
+        neighbour of cell ``c`` that is one step closer to goal ``g``; ``c`` itself when
+        ``c == g``. Ties are broken by the fixed move order up, down, left, right.
+    """
+    cells = free_cells(maze_map)
+    layout = np.asarray(maze_map)
+    index = np.full(layout.shape, -1, dtype=np.int64)
+    index[cells[:, 0], cells[:, 1]] = np.arange(len(cells))
+    table = np.empty((len(cells), len(cells)), dtype=np.int64)
+    for g, goal in enumerate(cells):
+        dist = grid_distances(layout, goal)
+        for c, (r, col) in enumerate(cells):
+            if dist[r, col] <= 0:
+                # The goal itself, or a cell cut off from it (no such cell in the benchmark mazes).
+                table[g, c] = c
+                continue
+            for dr, dc in _MOVES:
+                nr, nc = r + dr, col + dc
+                if 0 <= nr < layout.shape[0] and 0 <= nc < layout.shape[1] and dist[nr, nc] == dist[r, col] - 1:
+                    table[g, c] = index[nr, nc]
+                    break
+    return table
+
+
+@dataclasses.dataclass(frozen=True)
+class MazeGeometry:
+    """Conversions between maze cells and the environment's (x, y) frame (metres).
+
+    gymnasium-robotics centres the maze on the origin with unit cells: the centre of cell
+    (row, column) is ``x = column + 0.5 - W/2``, ``y = H/2 - row - 0.5`` for a layout of H rows
+    and W columns.
+    """
+
+    maze_map: tuple[tuple[int, ...], ...]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.maze_map), len(self.maze_map[0])
+
+    def cell_center(self, cells: np.ndarray) -> np.ndarray:
+        """Centres of cells (..., 2) as (row, column) -> (x, y) float64 (..., 2)."""
+        cells = np.asarray(cells)
+        h, w = self.shape
+        return np.stack([cells[..., 1] + 0.5 - w / 2.0, h / 2.0 - cells[..., 0] - 0.5], axis=-1).astype(np.float64)
+
+    def cell_of(self, xy: np.ndarray) -> np.ndarray:
+        """The (row, column) containing each position (..., 2) -> int64 (..., 2) (may be a wall)."""
+        xy = np.asarray(xy, dtype=np.float64)
+        h, w = self.shape
+        row = np.floor(h / 2.0 - xy[..., 1]).astype(np.int64)
+        col = np.floor(xy[..., 0] + w / 2.0).astype(np.int64)
+        return np.stack([np.clip(row, 0, h - 1), np.clip(col, 0, w - 1)], axis=-1)
+
+    def extent(self) -> tuple[float, float, float, float]:
+        """``(x_min, x_max, y_min, y_max)`` of the whole layout, walls included."""
+        h, w = self.shape
+        return -w / 2.0, w / 2.0, -h / 2.0, h / 2.0

@@ -3,14 +3,16 @@
 An ensemble answers N queries with (N, M) member values per side. :func:`score_values` turns
 them into predictions and confidences (one per confidence function) and scores each with
 :func:`opcc_edu.metrics.evaluate` on all queries, on each horizon, and on ensemble prefixes
-(members 0..m-1). ``opcc-edu run``, the ablation runner and the book all call it, so a number
-means the same thing wherever it is printed.
+(members 0..m-1). A baseline that gives its answers directly (the no-model heuristic) is
+scored by :func:`score_answers`, through the same per-horizon loop. ``opcc-edu run``, the
+ensemble, FQE and heuristic baselines, the ablation runner and the book all score here, once per
+run, so a number means the same thing wherever it is printed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from .metrics import evaluate
 from .names import ALL_HORIZONS, CONFIDENCES
 from .utils import check_choice
 
-__all__ = ["Scores", "score_values"]
+__all__ = ["Scores", "score_answers", "score_values"]
 
 
 @dataclasses.dataclass
@@ -53,6 +55,43 @@ class Scores:
 
 def _plain(metrics: dict) -> dict[str, float | int]:
     return {key: (int(v) if key == "n" else float(v)) for key, v in metrics.items() if np.isscalar(v)}
+
+
+def _per_horizon(
+    prediction: np.ndarray, target: np.ndarray, confidence: np.ndarray, horizon: np.ndarray | None, k: int
+) -> list[tuple[str, dict[str, float | int]]]:
+    """``(label, metrics)`` on all queries, then on each horizon (none when ``horizon`` is None)."""
+    out = [(ALL_HORIZONS, _plain(evaluate(prediction, target, confidence, k=k)))]
+    for h in np.unique(horizon) if horizon is not None else ():
+        mask = horizon == h
+        out.append((str(int(h)), _plain(evaluate(prediction[mask], target[mask], confidence[mask], k=k))))
+    return out
+
+
+def score_answers(
+    answers: Mapping[str, tuple[np.ndarray, np.ndarray]], target: np.ndarray, horizon: np.ndarray, k: int = 10
+) -> Scores:
+    """Score answers given directly: ``answers[name] = (prediction (N,), confidence (N,))``.
+
+    For a baseline without members (the no-model heuristic, or answers read back from a run):
+    each named answer is scored on all queries and on each horizon, as one "member"
+    (``ensemble_count = ensemble_size = 1``), in the rows of :func:`score_values`.
+
+    Args:
+        answers: name -> (N,) predictions (1 iff V_a < V_b) and (N,) confidences.
+        target: (N,) true answers.
+        horizon: (N,) horizons.
+        k: bins of the coverage resolution CR_K.
+    """
+    target, horizon = np.asarray(target), np.asarray(horizon)
+    rows: list[dict[str, float | int | str]] = []
+    predictions, confs = {}, {}
+    for name, (prediction, confidence) in answers.items():
+        prediction, confidence = np.asarray(prediction), np.asarray(confidence)
+        predictions[name], confs[name] = prediction, confidence
+        for label, metrics in _per_horizon(prediction, target, confidence, horizon, k):
+            rows.append({"horizon": label, "confidence": name, "ensemble_count": 1, "ensemble_size": 1, **metrics})
+    return Scores(rows, predictions, confs)
 
 
 def score_values(
@@ -91,7 +130,6 @@ def score_values(
     horizon = np.asarray(horizon)
     m_full = int(values_a.shape[1])
     counts = sorted({int(c) for c in ensemble_counts if 1 <= int(c) < m_full} | {m_full})
-    horizons = np.unique(horizon)
     rows: list[dict[str, float | int | str]] = []
     predictions: dict[str, np.ndarray] = {}
     confs: dict[str, np.ndarray] = {}
@@ -100,22 +138,11 @@ def score_values(
             if name != "ev" and m < 2:
                 continue
             prediction, confidence = compute_confidence(name, values_a[:, :m], values_b[:, :m])
-            subsets: list[tuple[str, np.ndarray | None]] = [(ALL_HORIZONS, None)]
             if m == m_full:
                 predictions[name], confs[name] = prediction, confidence
-                subsets += [(str(int(h)), horizon == h) for h in horizons]
-            for label, mask in subsets:
-                if mask is None:
-                    metrics = evaluate(prediction, target, confidence, k=k)
-                else:
-                    metrics = evaluate(prediction[mask], target[mask], confidence[mask], k=k)
+            by_horizon = horizon if m == m_full else None
+            for label, metrics in _per_horizon(prediction, target, confidence, by_horizon, k):
                 rows.append(
-                    {
-                        "horizon": label,
-                        "confidence": name,
-                        "ensemble_count": m,
-                        "ensemble_size": m_full,
-                        **_plain(metrics),
-                    }
+                    {"horizon": label, "confidence": name, "ensemble_count": m, "ensemble_size": m_full, **metrics}
                 )
     return Scores(rows, predictions, confs)

@@ -11,7 +11,7 @@ outside the repository, so that nothing is found by accident::
 
     python scripts/simulate_colab.py book/mdp_background.ipynb book/ablation_horizon.ipynb
 
-It needs the package index (pip) and takes minutes; ``tests/test_colab_simulation.py`` runs it
+It needs the package index (pip) and takes minutes; ``tests/book/test_colab_simulation.py`` runs it
 when ``OPCC_EDU_COLAB_SIMULATION=1``.
 """
 

@@ -28,8 +28,6 @@ Modules, one concept each:
   (:func:`train_fqe`, :func:`answer_queries_fqe`), answering through the same confidences.
 * :mod:`.heuristic` -- a no-model rule (:func:`heuristic_answers`) that shows how hard a
   query set is: the start closer to the goal, or the policy with the higher average return, wins.
-* :mod:`.diagnose` -- :func:`decompose_value_error`: how much of the value error is the learned
-  reward's and how much the learned dynamics', with one-step and open-loop prediction error.
 
 Only :mod:`.config` is imported with the package; the rest (and torch) on first use.
 """
@@ -73,8 +71,6 @@ _LAZY: dict[str, str] = {
     "heuristic_error": "heuristic",
     "heuristic_metrics": "heuristic",
     "maze_goal_distances": "heuristic",
-    "ValueErrorDecomposition": "diagnose",
-    "decompose_value_error": "diagnose",
 }
 
 

@@ -367,10 +367,10 @@ class Answers:
     def plot_risk_coverage(self, ax: Axes | None = None, confidences: Sequence[str] | None = None) -> Axes:
         """Risk-coverage curves of the confidence functions on one Axes (returned).
 
-        Each curve is drawn by :func:`opcc_edu.metrics.plot_risk_coverage` (a new Axes when
+        Each curve is drawn by :func:`opcc_edu.plotting.plot_risk_coverage` (a new Axes when
         ``ax`` is None), labelled with the confidence's display name and its AURCC.
         """
-        from ..metrics import plot_risk_coverage
+        from ..plotting import plot_risk_coverage
 
         for name in confidences or list(self.predictions):
             ax = plot_risk_coverage(
@@ -416,7 +416,8 @@ def answer_queries(
         dataset_size: transitions (None: the profile's).
         dataset_seed: seed of the dataset.
         runs: Monte-Carlo runs per member (None: the profile's ``mc_runs``).
-        confidences: confidence functions to score (of :data:`opcc_edu.names.CONFIDENCES`).
+        confidences: confidence functions to score (of :data:`opcc_edu.names.CONFIDENCES`); an
+            empty sequence estimates the values only (the ablation runner scores them itself).
         k: bins of CR_K.
         device: torch device.
         cache: use the ensemble cache.

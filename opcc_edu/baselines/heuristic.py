@@ -10,7 +10,7 @@ is therefore answered ``0`` with confidence 0.
 
 * **Mazes.** ``d`` = shortest-path length in cells (breadth-first search over 4-connected free
   cells, :func:`maze_goal_distances`) from the cell holding the start position ``obs[:, :2]``
-  (found exactly as the environment does, :class:`opcc_edu.datasets.maze.MazeGeometry`) to the
+  (found exactly as the environment does, :class:`opcc_edu.envs.MazeGeometry`) to the
   goal cell; ``e`` = Euclidean distance from the start position to the goal (the centre of
   the goal cell, ``MazeEnv.goal``). ``score = -(d + e / (2 * (1 + e)))``. The second term lies
   in [0, 0.5), so the integer cell distance decides and the straight-line distance only breaks
@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..envs import MAZE_NAMES, get_spec
+from ..envs import MAZE_NAMES, MazeGeometry, get_spec, grid_distances
 from ..names import ALL_HORIZONS
+from ..scoring import score_answers
 from ..utils import check_choice
 
 if TYPE_CHECKING:
@@ -88,8 +89,6 @@ def _check_maze(env_name: str) -> str:
 
 @functools.cache  # lru_cache(maxsize=None): one grid per maze per process
 def _goal_distances(env_name: str) -> np.ndarray:
-    from ..datasets.maze import grid_distances
-
     spec = get_spec(env_name)
     distance = grid_distances(spec.maze_map, spec.goal_cell).astype(np.float64)
     distance[distance < 0] = np.inf
@@ -130,8 +129,6 @@ def maze_start_scores(env_name: str, obs: np.ndarray) -> tuple[np.ndarray, np.nd
     Raises:
         ValueError: ``env_name`` is not a maze, or ``obs`` has the wrong shape.
     """
-    from ..datasets.maze import MazeGeometry
-
     spec = get_spec(_check_maze(env_name))
     obs = np.asarray(obs, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[1] != spec.obs_dim:
@@ -271,16 +268,11 @@ def heuristic_metrics(
     Raises:
         ValueError: an empty query set, a bad ``k``, or as :func:`heuristic_answers`.
     """
-    from ..metrics import evaluate
-
     if len(queries) == 0:
         raise ValueError("queries must hold at least one query")
     answers = heuristic_answers(queries) if answers is None else answers
     if answers.prediction.shape != (len(queries),):
         raise ValueError(f"answers must hold {len(queries)} predictions, got {answers.prediction.shape}")
-    result = {}
-    for h in queries.horizons:
-        mask = queries.horizon == h
-        result[str(h)] = evaluate(answers.prediction[mask], queries.target[mask], answers.confidence[mask], k=k)
-    result[ALL_HORIZONS] = evaluate(answers.prediction, queries.target, answers.confidence, k=k)
-    return result
+    scores = score_answers({"rule": (answers.prediction, answers.confidence)}, queries.target, queries.horizon, k)
+    table = scores.table()["rule"]
+    return {**{str(h): table[str(h)] for h in queries.horizons}, ALL_HORIZONS: table[ALL_HORIZONS]}

@@ -23,7 +23,7 @@ from .options import (
 
 
 def _executor_names() -> tuple[str, ...]:
-    from ..experiments import EXECUTORS
+    from ..lab.experiments import EXECUTORS
 
     return EXECUTORS
 
@@ -37,7 +37,7 @@ def _positive_float(text: str) -> float:
 
 
 def _ablation_names() -> tuple[str, ...]:
-    from ..experiments import ABLATIONS
+    from ..lab.experiments import ABLATIONS
 
     return tuple(ABLATIONS)
 
@@ -135,7 +135,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def _executor_of(args: argparse.Namespace):
     """The executor of the options, checked flag by flag before anything runs."""
-    from ..experiments import make_executor
+    from ..lab.experiments import make_executor
 
     if args.executor == "local":
         for flag, value in (("--address", args.address), ("--gpus-per-run", args.gpus_per_run)):
@@ -159,7 +159,7 @@ def _executor_of(args: argparse.Namespace):
 
 def _ablation(args: argparse.Namespace) -> int:
     from ..config import get_profile
-    from ..experiments import (
+    from ..lab.experiments import (
         RunsFailedError,
         compare_with_paper,
         format_table,

@@ -20,7 +20,7 @@ from .options import (
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the ``build`` and ``grade`` subcommands of ``opcc-edu assignments``."""
-    from ..teaching import ASSIGNMENTS, DEFAULT_TIMEOUT
+    from ..classroom.teaching import ASSIGNMENTS, DEFAULT_TIMEOUT
 
     parser.description = (
         "Autograded assignments (Otter-Grader). 'build' writes, per assignment, student/ (the notebook to "
@@ -93,7 +93,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..teaching import build_assignments, require_otter
+    from ..classroom.teaching import build_assignments, require_otter
 
     require_otter()
     out = check_output_dir(args.out)
@@ -107,7 +107,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from ..teaching import build_assignment, grade_submissions, require_otter
+    from ..classroom.teaching import build_assignment, grade_submissions, require_otter
 
     require_otter()
     if args.timeout <= 0:

@@ -113,6 +113,7 @@ def _build_policies(args: argparse.Namespace) -> int:
     if args.stop_at is not None and args.stop_at > steps:
         raise UsageError(f"--stop-at {args.stop_at} must be at most --steps ({steps})")
     from .. import policies
+    from ..build import policies as builders
 
     check_output_dir(args.out if args.out is not None else policies.ASSETS_DIR, default=args.out is None)
     if args.work_dir is not None:
@@ -135,9 +136,9 @@ def _build_policies(args: argparse.Namespace) -> int:
     if args.episodes is not None:
         common["episodes"] = args.episodes
     if args.behavior:
-        print(policies.describe_behavior_policies(policies.build_behavior_policies(args.env, **common)))
+        print(builders.describe_behavior_policies(builders.build_behavior_policies(args.env, **common)))
     else:
-        for line in policies.describe_query_policies(policies.build_query_policies(args.env, **common)):
+        for line in builders.describe_query_policies(builders.build_query_policies(args.env, **common)):
             print(line)
     return 0
 
@@ -215,7 +216,7 @@ def _recipe_options(args: argparse.Namespace) -> dict[str, object]:
     if args.recipe == "hard":
         fields = {"n_queries": args.n_queries, "candidates_per_round": args.candidates, "max_rounds": args.max_rounds}
     else:
-        from ..queries.paper_recipe import policy_pairs
+        from ..build.paper_recipe import policy_pairs
 
         pairs = policy_pairs(args.env if args.env != "all" else None)
         if args.n_queries is not None and args.n_queries % pairs:
@@ -235,7 +236,7 @@ def _build_queries(args: argparse.Namespace) -> int:
     if args.output_file is not None:  # the former --output: a file for one environment, a directory for all
         out, option = args.output_file, "--output"
         directory = out if args.env == "all" else Path(out).parent
-    from .. import queries
+    from .. import build, queries
 
     options = _recipe_options(args)
     if directory is None:
@@ -244,8 +245,8 @@ def _build_queries(args: argparse.Namespace) -> int:
         check_output_dir(directory, option)
         Path(directory).mkdir(parents=True, exist_ok=True)
     for name in names:
-        path = queries.build_and_save_query_set(name, out=out, progress=progress_of(args), **options)
-        print(f"{queries.query_set_summary(queries.QuerySet.load(path))} -> {path}")
+        path = build.build_and_save_query_set(name, out=out, progress=progress_of(args), **options)
+        print(f"{build.query_set_summary(queries.QuerySet.load(path))} -> {path}")
     return 0
 
 

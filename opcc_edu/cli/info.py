@@ -12,7 +12,7 @@ INFO_PROVIDERS: tuple[str, ...] = (
     "opcc_edu.policies",
     "opcc_edu.queries",
     "opcc_edu.datasets",
-    "opcc_edu.experiments",
+    "opcc_edu.lab.experiments",
 )
 
 
@@ -51,9 +51,10 @@ def environment_lines() -> list[str]:
 
 
 def describe_lines(env: str | None, recipe: str) -> list[str]:
-    """Lines of ``opcc-edu info queries [ENV] --recipe R``: :func:`opcc_edu.queries.describe_queries`."""
+    """Lines of ``opcc-edu info queries [ENV] --recipe R``: :func:`opcc_edu.lab.describe.describe_queries`."""
     from ..envs import ENV_NAMES
-    from ..queries import describe_queries, load_queries
+    from ..lab.describe import describe_queries
+    from ..queries import load_queries
 
     lines: list[str] = []
     for name in ENV_NAMES if env is None else (env,):

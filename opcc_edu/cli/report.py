@@ -37,7 +37,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..experiments import write_report
+    from ..lab.experiments import write_report
 
     check_output_dir(args.out)
     path = write_report(args.out, fmt=args.report_format, profiles=args.profiles)

@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..envs import get_spec
+from ..envs import MazeGeometry, get_spec
 from ..utils import check_choice
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.axes import Axes
 
 NORMALIZATIONS = ("standard", "range", "none")
 NEAREST_METHODS = ("auto", "kdtree", "brute")
@@ -246,15 +245,6 @@ def coverage_table(
     return pd.DataFrame(rows)
 
 
-def plot_query_distances(
-    results: CoverageResult | Mapping[str, CoverageResult], ax: Axes | None = None, bins: int = 40, log: bool = False
-) -> Axes:
-    """Histogram of query distances per dataset; see :func:`opcc_edu.plotting.plot_query_distances`."""
-    from ..plotting.data import plot_query_distances as plot
-
-    return plot(results, ax=ax, bins=bins, log=log)
-
-
 def visitation_histogram(
     data: Mapping[str, np.ndarray], env_name: str, bins_per_cell: int = 8, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, tuple[float, float, float, float]]:
@@ -270,8 +260,6 @@ def visitation_histogram(
         ``(counts (rows * bins_per_cell, cols * bins_per_cell), extent)`` with row 0 at the top
         (``imshow(counts, extent=extent)`` draws it in the environment's frame, metres).
     """
-    from .maze import MazeGeometry
-
     spec = get_spec(env_name)
     if not spec.is_maze:
         raise ValueError(f"env_name must be a maze for a position heat map, got {env_name!r}")
@@ -285,15 +273,6 @@ def visitation_histogram(
         xy[:, 1], xy[:, 0], bins=(h * bins_per_cell, w * bins_per_cell), range=((y0, y1), (x0, x1)), weights=weights
     )
     return counts[::-1], (x0, x1, y0, y1)
-
-
-def plot_maze_visitation(
-    data: Mapping[str, np.ndarray], env_name: str, ax: Axes | None = None, bins_per_cell: int = 8, log: bool = True
-) -> Axes:
-    """Heat map of a maze dataset's positions; see :func:`opcc_edu.plotting.plot_maze_visitation`."""
-    from ..plotting.data import plot_maze_visitation as plot
-
-    return plot(data, env_name, ax=ax, bins_per_cell=bins_per_cell, log=log)
 
 
 def principal_components(
@@ -313,12 +292,3 @@ def principal_components(
         name: ((np.asarray(d["observations"], dtype=np.float64) - center) / scale) @ basis
         for name, d in datasets.items()
     }
-
-
-def plot_state_visitation(
-    datasets: Mapping[str, Mapping[str, np.ndarray]], ax: Axes | None = None, max_points: int = 5000, seed: int = 0
-) -> Axes:
-    """Observations on shared principal components; see :func:`opcc_edu.plotting.plot_state_visitation`."""
-    from ..plotting.data import plot_state_visitation as plot
-
-    return plot(datasets, ax=ax, max_points=max_points, seed=seed)

@@ -1,7 +1,7 @@
 """Figures of selective prediction: risk-coverage curves, level curves, ours against the paper.
 
 Every function takes ``ax=None`` (a new figure sized for the page) and returns the Axes it drew
-on. Data come from :mod:`opcc_edu.metrics` and :mod:`opcc_edu.experiments`; nothing here
+on. Data come from :mod:`opcc_edu.metrics` and :mod:`opcc_edu.lab.experiments`; nothing here
 computes a metric of its own.
 """
 
@@ -20,7 +20,7 @@ from .style import new_axes
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from ..experiments import RunValues
+    from ..lab.experiments import RunValues
 
 _COVERAGE_LABEL = "coverage (fraction of queries answered)"
 _RISK_LABEL = "selective risk (fraction wrong)"
@@ -71,7 +71,7 @@ def plot_level_risk_coverage(
     title: str | None = None,
     titles: Mapping[str, str] | None = None,
 ) -> Axes:
-    """Plot :func:`opcc_edu.experiments.level_risk_coverage` curves: one line and 95% band per level.
+    """Plot :func:`opcc_edu.lab.experiments.level_risk_coverage` curves: one line and 95% band per level.
 
     Args:
         curves: level -> ``{"coverage", "risk", "ci", "n_runs"}`` (a band is drawn where every
@@ -107,7 +107,7 @@ def plot_comparison(
     """Bars of ours and the paper's mean +- 95% interval per (environment, level), one metric.
 
     Args:
-        comparison: :func:`opcc_edu.experiments.compare_with_paper` output.
+        comparison: :func:`opcc_edu.lab.experiments.compare_with_paper` output.
         metric: one of :data:`opcc_edu.names.METRICS`.
         ax: matplotlib Axes to draw on; a new figure when ``None``.
         titles: display names of the levels (default: the level labels).

@@ -14,12 +14,12 @@ One concept per module:
 * :mod:`~opcc_edu.policies.ppo` -- :class:`PPOConfig` and :func:`train_ppo` (deterministic,
   checkpointed, with a per-transition callback) and :func:`actor_from_sb3`.
 * :mod:`~opcc_edu.policies.evaluation` -- :func:`evaluate_actor`, :func:`evaluate_checkpoints`.
-* :mod:`~opcc_edu.policies.levels` -- candidate checkpoints and the choice of quality levels.
 * :mod:`~opcc_edu.policies.assets` -- loading the shipped policies and their records.
 * :mod:`~opcc_edu.policies.table` -- the paper's Table 9 and the ``opcc-edu info`` section.
 * :mod:`~opcc_edu.policies.replay` -- :func:`replay_behavior_run` (rebuilds medium-replay).
-* :mod:`~opcc_edu.policies.build` -- :func:`build_query_policies`,
-  :func:`build_behavior_policies`: the recipes behind ``opcc-edu build policies ENV``.
+
+Building them (choosing checkpoints of distinct quality, ``opcc-edu build policies ENV``) is the
+asset builders' wing, :mod:`opcc_edu.build`.
 
 Training details that differ from the original benchmark (documented, deliberate): the Gaussian
 PPO policy acts through ``tanh``, so the deterministic ``tanh(mean)`` is exactly what
@@ -46,16 +46,7 @@ from .assets import (
     policy_table,
     policy_table_records,
 )
-from .build import (
-    BEHAVIOR_SEED,
-    QUERY_POLICY_SEED,
-    build_behavior_policies,
-    build_query_policies,
-    describe_behavior_policies,
-    describe_query_policies,
-)
 from .evaluation import EVAL_EPISODES, EVAL_SEED, CheckpointReturns, evaluate_actor, evaluate_checkpoints
-from .levels import checkpoint_plan, checkpoint_schedule, select_levels, select_medium
 from .ppo import (
     RUN_FORMAT,
     TRAINING_PACKAGES,
@@ -75,14 +66,12 @@ __all__ = [
     "ASSETS_DIR",
     "BEHAVIOR_FILE",
     "BEHAVIOR_KINDS",
-    "BEHAVIOR_SEED",
     "EVAL_EPISODES",
     "EVAL_SEED",
     "OBS_CLIP",
     "PAPER_TABLE9",
     "POLICY_LEVELS",
     "POLICY_TABLE_FILE",
-    "QUERY_POLICY_SEED",
     "RUN_FORMAT",
     "TRAINING_PACKAGES",
     "Actor",
@@ -95,13 +84,7 @@ __all__ = [
     "behavior_info",
     "behavior_policy_path",
     "behavior_train_args",
-    "build_behavior_policies",
-    "build_query_policies",
-    "checkpoint_plan",
-    "checkpoint_schedule",
     "default_ppo_config",
-    "describe_behavior_policies",
-    "describe_query_policies",
     "evaluate_actor",
     "evaluate_checkpoints",
     "info_lines",
@@ -117,8 +100,6 @@ __all__ = [
     "replay_behavior_run",
     "round_up_to_multiple",
     "save_actor",
-    "select_levels",
-    "select_medium",
     "single_threaded",
     "train_ppo",
     "training_package_versions",

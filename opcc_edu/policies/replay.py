@@ -27,7 +27,7 @@ def replay_behavior_run(
     This is how D4RL's *medium-replay* data is rebuilt: every transition the training run
     collected up to the medium checkpoint. The run is deterministic and its schedules are
     constant, so stopping at ``until_step`` reproduces the original run's first steps exactly.
-    It runs with one torch thread, as :func:`~opcc_edu.policies.build.build_behavior_policies`
+    It runs with one torch thread, as :func:`~opcc_edu.build.policies.build_behavior_policies`
     trained the original.
 
     Args:

@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..envs import get_spec
-from .pairs import Candidates
 from .queryset import QuerySet
-from .starts import StartStates
 
 if TYPE_CHECKING:
     import torch
 
 
-def _both_sides(
+def simulate_both_sides(
     env_name: str,
     state_a: np.ndarray,
     state_b: np.ndarray,
@@ -36,7 +34,11 @@ def _both_sides(
     seed: int,
     progress: bool,
 ) -> np.ndarray:
-    """(2, N, R) returns of side a (index 0) and side b (index 1) of N queries."""
+    """(2, N, R) Monte-Carlo returns of side a (index 0) and side b (index 1) of N queries.
+
+    Both sides run as 2N rows of one :func:`opcc_edu.simulate.monte_carlo_returns` call; policy
+    levels ``policy_a``/``policy_b`` are 1-based indices into ``policies``.
+    """
     from ..simulate import monte_carlo_returns
 
     n = len(horizon)
@@ -53,48 +55,6 @@ def _both_sides(
         progress=progress,
     )
     return returns.reshape(2, n, returns.shape[1])
-
-
-def label_candidates(
-    env_name: str,
-    starts: StartStates,
-    candidates: Candidates,
-    policies: Sequence[torch.nn.Module],
-    gamma: float,
-    runs: int,
-    seed: int,
-    progress: bool = True,
-) -> np.ndarray:
-    """Monte-Carlo returns of both sides of every candidate.
-
-    Args:
-        env_name: environment.
-        starts: the start states the candidates index into.
-        candidates: C candidates.
-        policies: the query policies (index i = level i + 1).
-        gamma: discount.
-        runs: Monte-Carlo runs R per side.
-        seed: seeds the simulation's noise (if any).
-        progress: show a progress bar.
-
-    Returns:
-        (2, C, R) float64 returns: side a at index 0, side b at index 1.
-    """
-    return _both_sides(
-        env_name,
-        starts.states[candidates.index_a],
-        starts.states[candidates.index_b],
-        policies,
-        candidates.policy_a,
-        candidates.policy_b,
-        candidates.horizon,
-        candidates.action_a,
-        candidates.action_b,
-        gamma,
-        runs,
-        seed,
-        progress,
-    )
 
 
 def observations(env_name: str, states: np.ndarray) -> np.ndarray:
@@ -127,7 +87,7 @@ def recompute_values(
         from ..policies import load_policies
 
         policies = load_policies(queries.env_name)
-    returns = _both_sides(
+    returns = simulate_both_sides(
         queries.env_name,
         queries.state_a,
         queries.state_b,

@@ -9,24 +9,12 @@ records the sha256 digest of each policy file (``policy_sha256``, by level), so 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..envs import get_spec
-from ..provenance import command_line, package_versions
-from .filtering import gap_rule, gap_threshold
 from .queryset import QuerySet
-from .recipe import QueryRecipe
-from .starts import MIXED_RANDOM_FRACTION, NOISY_ACTION_STD, StartStates
 
-QUERY_PACKAGES: tuple[str, ...] = ("opcc_edu", "numpy", "torch", "mujoco", "gymnasium", "gymnasium-robotics")
-"""Packages whose versions a query set records (those its labels depend on)."""
 CALLER_POLICIES = "policies supplied by the caller"
 """``policy_sha256`` of a set labelled with policies passed to the builder, not the shipped files."""
-SEMANTICS = (
-    "target = 1 iff V^{policy_a}(state_a, action_a, horizon) < V^{policy_b}(state_b, action_b, horizon); "
-    "each side takes its first action, then follows its policy for horizon - 1 steps"
-)
-"""What a query means, in words (recorded in the metadata)."""
 
 
 def policy_checksums(env_name: str) -> dict[str, str]:
@@ -40,62 +28,6 @@ def policy_checksums(env_name: str) -> dict[str, str]:
     return shipped_policy_checksums(get_spec(env_name).name)
 
 
-def query_set_metadata(
-    env_name: str,
-    recipe: QueryRecipe,
-    seed: int,
-    runs: int,
-    rounds: int,
-    counts: Mapping[str, Mapping[str, int]],
-    starts: StartStates,
-    policy_sha256: Mapping[str, str] | str,
-    command: str | None = None,
-) -> dict[str, Any]:
-    """The metadata of a built query set: command, seed, versions, recipe, counts, checksums.
-
-    Args:
-        env_name: environment (canonical name).
-        recipe: the recipe it was built by.
-        seed: the construction seed.
-        runs: Monte-Carlo runs per side actually used.
-        rounds: rounds of candidates it took.
-        counts: per cell name, candidates drawn and kept.
-        starts: the candidate start states.
-        policy_sha256: :func:`policy_checksums` of the shipped policies it was labelled with, or
-            :data:`CALLER_POLICIES`.
-        command: the command line to record (default: this process's).
-
-    Returns:
-        A JSON-ready dict.
-    """
-    steps = get_spec(env_name).max_episode_steps if recipe.episode_steps is None else recipe.episode_steps
-    return {
-        "env_name": env_name,
-        "command": command_line() if command is None else command,
-        "seed": int(seed),
-        "versions": package_versions(QUERY_PACKAGES),
-        "n_queries": int(recipe.n_queries),
-        "runs": int(runs),
-        "gamma": float(recipe.gamma),
-        "horizons": list(recipe.horizons),
-        "filter_rule": gap_rule(env_name),
-        "gap_thresholds": {str(h): gap_threshold(env_name, h) for h in recipe.horizons},
-        "candidates_per_round": int(recipe.candidates_per_round),
-        "rounds": int(rounds),
-        "counts": {name: dict(c) for name, c in counts.items()},
-        "start_states": {
-            "total": int(len(starts.states)),
-            "episodes_per_behavior": int(recipe.episodes_per_behavior),
-            "episode_steps": int(steps),
-            "behaviors": list(starts.behavior_names),
-            "mixed_random_fraction": MIXED_RANDOM_FRACTION,
-            "noisy_action_std": NOISY_ACTION_STD,
-        },
-        "policy_sha256": policy_sha256 if isinstance(policy_sha256, str) else dict(policy_sha256),
-        "semantics": SEMANTICS,
-    }
-
-
 def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = None) -> None:
     """Check that a query set was labelled with the given policies (default: the shipped ones).
 
@@ -104,7 +36,7 @@ def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = N
     shipped policy files of the set's environment). Every level on either side must be on the
     other with the same digest.
 
-    A set built with policies passed to :func:`opcc_edu.queries.build_query_set` records
+    A set built with policies passed to :func:`opcc_edu.build.build_query_set` records
     :data:`CALLER_POLICIES` instead of digests; there is nothing to compare, and it is skipped
     (its builder is responsible for keeping its policies).
 
@@ -134,6 +66,6 @@ def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = N
             raise ValueError(
                 f"{env_name}: policy level {level} does not match the query set: the set was labelled with "
                 f"sha256 {have or '<none recorded>'}, {source} have sha256 {want or '<missing>'}; its values are "
-                f"stale. Rebuild the set (opcc_edu.queries.build_and_save_query_set({env_name!r})) or restore the "
+                f"stale. Rebuild the set (opcc_edu.build.build_and_save_query_set({env_name!r})) or restore the "
                 "policies it was labelled with"
             )

@@ -3,7 +3,7 @@
 Two recipes, seven environments each (:data:`opcc_edu.names.QUERY_RECIPES`): ``paper``, the
 default and the benchmark, built as the original benchmark built its sets, and ``hard``, the
 package's earlier sets, shipped unchanged as a harder variant. Each was built with ``opcc-edu
-build queries ENV --recipe R`` (:func:`opcc_edu.queries.build_and_save_query_set`); its metadata
+build queries ENV --recipe R`` (:func:`opcc_edu.build.build_and_save_query_set`); its metadata
 records the command, seed, package versions, the filter rule, the counts of every step and the
 checksums of the policies it was labelled with, which :func:`load_queries` checks. The ``hard``
 files predate recipe names and record none: a set without one is a ``hard`` set.

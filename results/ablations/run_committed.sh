@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the committed ablation results under results/ablations/<recipe>/<profile>/.
 #
-# Every ablation of the registry (opcc_edu.experiments.ABLATIONS) runs in turn; runs shared by
+# Every ablation of the registry (opcc_edu.lab.experiments.ABLATIONS) runs in turn; runs shared by
 # several ablations (the default model) are computed once, and an interrupted invocation resumes
 # where it stopped (each finished run is one record, written atomically; several invocations may
 # share the directory). Each invocation appends its command, machine and wall time to
@@ -32,7 +32,7 @@ for name in ${ABLATIONS:-$all}; do
     nice -n 10 python - "$name" "$profile" "$seeds" "${DATASETS:-}" "$command" "${QUERIES:-paper}" "$out" "${JOBS:-1}" "$@" <<'PY'
 import sys
 
-from opcc_edu.experiments import make_executor, run_ablation
+from opcc_edu.lab.experiments import make_executor, run_ablation
 
 name, profile, seeds, datasets, command, queries, out, jobs, *environments = sys.argv[1:]
 run_ablation(
@@ -52,7 +52,7 @@ done
 python - "$out" <<'PY'
 import sys
 
-from opcc_edu.experiments import write_report
+from opcc_edu.lab.experiments import write_report
 
 for fmt in ("markdown", "latex"):
     print("written", write_report(sys.argv[1], fmt=fmt))

@@ -8,7 +8,7 @@ points = 2
 @test_case(points=None, hidden=False)
 def test_baseline_gains(baseline_gains, values_a, values_b, target):
     import numpy as np
-    from opcc_edu.assignments import baseline_selective_gains
+    from opcc_edu.classroom.assignments import baseline_selective_gains
     expected = baseline_selective_gains(values_a, values_b, target)
     assert set(baseline_gains) == set(expected), f'keys must be {sorted(expected)}'
     for label, gain in expected.items():

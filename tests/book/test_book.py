@@ -1,0 +1,181 @@
+"""Book hygiene: every chapter is stored stripped, listed in the TOC and follows the standard."""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted(
+    p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and "_build" not in p.parts
+)
+
+
+def _toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            files.append(chapter["file"])
+            files.extend(section["file"] for section in chapter.get("sections", []))
+    return files
+
+
+def _load(path):
+    return json.loads(path.read_text())
+
+
+def test_there_are_chapters():
+    assert len(NOTEBOOKS) >= 2
+
+
+def test_toc_lists_existing_chapters_only_and_all_of_them():
+    listed = _toc_files()
+    for entry in listed:
+        assert (ROOT / f"{entry}.ipynb").exists() or (ROOT / f"{entry}.md").exists(), f"_toc.yml lists missing {entry}"
+    stems = {str(p.relative_to(ROOT).with_suffix("")) for p in NOTEBOOKS}
+    assert stems <= set(listed), f"chapters missing from _toc.yml: {sorted(stems - set(listed))}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_outputs_are_stripped(path):
+    for cell in _load(path)["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs", []) == [], f"{path.name} has stored outputs"
+            assert cell.get("execution_count") is None, f"{path.name} has execution counts"
+
+
+def _sync_module():
+    spec = importlib.util.spec_from_file_location("sync_colab", ROOT / "scripts" / "sync_colab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_colab_cell_is_written_from_the_configured_repository(path):
+    sync = _sync_module()
+    url, ref = sync.repository(ROOT / "_config.yml")
+    fresh = json.loads(nbformat.writes(sync.sync_notebook(path, url, ref)))
+    remedy = "run: python scripts/sync_colab.py"
+    assert fresh == _load(path), f"{path.name}: the Colab cell or a hidden-check marker is out of date; {remedy}"
+    cells = nbformat.read(path, as_version=4).cells
+    install = next(i for i, c in enumerate(cells) if sync.is_install_cell(c))
+    assert cells[install - 1].cell_type == "markdown" and cells[install - 1].source.startswith("# ")
+    assert cells[install].metadata.tags == ["remove-cell"], "the install cell is not shown on the page"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_standard(path):
+    cells = _load(path)["cells"]
+    markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert re.search(r"^## Summary", markdown, re.M), f"{path.name}: no Summary section"
+    assert re.search(r"^## Exercises", markdown, re.M), f"{path.name}: no Exercises section"
+    assert "{exercise}" in markdown and "{solution}" in markdown, f"{path.name}: exercises need solutions"
+    assert "{cite}" in markdown, f"{path.name}: cite the paper section it covers"
+    hidden_asserts = [
+        c
+        for c in cells
+        if c["cell_type"] == "code"
+        and "remove-cell" in c.get("metadata", {}).get("tags", [])
+        and "assert" in "".join(c["source"])
+    ]
+    assert hidden_asserts, f"{path.name}: assert the facts it teaches in hidden cells"
+
+
+def test_citations_exist_in_bibliography():
+    keys = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text()))
+    for path in NOTEBOOKS:
+        text = path.read_text()
+        for group in re.findall(r"\{cite[^}]*\}`([^`]+)`", text):
+            for key in group.split(","):
+                assert key.strip() in keys, f"{path.name} cites unknown key {key.strip()!r}"
+
+
+# --------------------------------------------------------------------------------------------
+# One source of truth: a function lives in the package, not in two chapters
+# --------------------------------------------------------------------------------------------
+REPEAT_LIMIT = 6
+"""A chapter may not repeat this many consecutive code lines of another chapter."""
+
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", re.M)
+_IMPORT = re.compile(r"^(?:import\s|from\s+\S+\s+import\s)")
+_PUNCTUATION_ONLY = re.compile(r"^[\W_]*$")
+
+
+def _code_cells(path):
+    """A chapter's code cells but its Colab cell (written by scripts/sync_colab.py, the same in all)."""
+    sources = ("".join(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "code")
+    return [source for source in sources if '"google.colab" in sys.modules' not in source]
+
+
+def defined_functions(path):
+    """Names of the functions a chapter's code cells define."""
+    return {name for source in _code_cells(path) for name in _DEF.findall(source)}
+
+
+def normalized_code_lines(path):
+    """A chapter's code lines with whitespace collapsed, minus blank, comment, magic, import and
+    punctuation-only lines (an import continuation inside parentheses counts as an import)."""
+    lines = []
+    for source in _code_cells(path):
+        in_import = False
+        for raw in source.splitlines():
+            line = " ".join(raw.split())
+            if in_import:
+                in_import = not line.startswith(")") and not line.endswith(")")
+                continue
+            if not line or line.startswith(("#", "%", "!")):
+                continue
+            if _IMPORT.match(line):
+                in_import = line.endswith("(")
+                continue
+            if _PUNCTUATION_ONLY.match(line):
+                continue
+            lines.append(line)
+    return lines
+
+
+def repeated_runs(lines_a, lines_b, length=REPEAT_LIMIT):
+    """Every run of ``length`` consecutive lines of ``lines_a`` that also occurs in ``lines_b``."""
+    windows = {tuple(lines_b[i : i + length]) for i in range(len(lines_b) - length + 1)}
+    runs = (tuple(lines_a[i : i + length]) for i in range(len(lines_a) - length + 1))
+    return [run for run in runs if run in windows]
+
+
+def test_repeated_runs_finds_a_copied_block_and_ignores_a_short_one():
+    shared = [f"x{i} = f({i})" for i in range(REPEAT_LIMIT)]
+    assert repeated_runs(["a = 1", *shared, "b = 2"], ["c = 3", *shared]) == [tuple(shared)]
+    assert repeated_runs(["a = 1", *shared[:-1], "b = 2"], ["c = 3", *shared[:-1], "d = 4"]) == []
+
+
+def test_normalized_code_lines_skips_imports_comments_and_punctuation(tmp_path):
+    source = (
+        "import numpy as np\nfrom x import (\n    a,\n    b,\n)\n# a comment\n\n"
+        "rows = [\n    1,\n]\ny  =   np.sum(rows)\n"
+    )
+    path = tmp_path / "chapter.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": [source]}]}))
+    assert normalized_code_lines(path) == ["rows = [", "1,", "y = np.sum(rows)"]
+
+
+def test_no_function_is_defined_in_two_chapters():
+    owners = {}
+    for path in NOTEBOOKS:
+        for name in defined_functions(path):
+            owners.setdefault(name, []).append(path.name)
+    shared = {name: paths for name, paths in owners.items() if len(paths) > 1}
+    assert not shared, f"functions defined in several chapters (move them into the package): {shared}"
+
+
+def test_no_chapter_repeats_a_block_of_another_chapter():
+    code = {path.name: normalized_code_lines(path) for path in NOTEBOOKS}
+    names = sorted(code)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            runs = repeated_runs(code[a], code[b])
+            assert not runs, f"{a} repeats {REPEAT_LIMIT}+ code lines of {b} (move them into the package): {runs[0]}"

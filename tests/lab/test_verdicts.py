@@ -1,0 +1,323 @@
+"""Machine-readable verdicts and the findings-at-a-glance table, on hand-made tables.
+
+Each verdict function is given a table whose intervals make the paper's finding reproduced,
+reversed or inconclusive, and must say so per environment (``Verdict.outcomes``) while its
+lines stay what the chapters print.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from synthetic_answers import SyntheticAnswers
+
+from opcc_edu.lab import experiments as ex
+from opcc_edu.lab import findings
+from opcc_edu.lab.findings import Expectation, Verdict
+
+
+def _table(rows):
+    """Tidy table from (environment, level, metric, mean, ci) tuples."""
+    return pd.DataFrame(rows, columns=["environment", "level", "metric", "mean", "ci"])
+
+
+def test_verdict_is_its_lines_with_outcomes_a_majority_and_a_summary():
+    verdict = Verdict(["a", "b", "c"], {"hopper": "reversed", "walker2d": "reversed", "maze2d-open": "reproduced"})
+    assert verdict == ["a", "b", "c"] and isinstance(verdict, list)
+    assert verdict.counts() == {"reproduced": 1, "reversed": 2, "inconclusive": 0}
+    assert verdict.overall == "reversed" and verdict.summary() == "reversed (2 of 3; 1 reproduced)"
+    split = Verdict([], {"hopper": "reversed", "walker2d": "reproduced"})
+    assert split.overall == "inconclusive" and split.summary() == "inconclusive (0 of 2; 1 reproduced, 1 reversed)"
+    assert Verdict([], {"all environments": "reproduced"}).summary() == "reproduced"
+    assert Verdict(["x"]).overall is None and Verdict(["x"]).summary() == "not judged"
+    both = Verdict(["a"], {"hopper": "reversed"}) + Verdict(["b"], {"walker2d": "reproduced"})
+    assert both == ["a", "b"] and both.outcomes == {"hopper": "reversed", "walker2d": "reproduced"}
+    grown = Verdict(["a"], {"hopper": "reversed"})
+    grown += Verdict(["b"], {"walker2d": "reproduced"})
+    assert grown == both and grown.outcomes == both.outcomes and isinstance(grown, Verdict)
+    with pytest.raises(ValueError, match="verdict"):
+        Verdict([], {"hopper": "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("difference", "separated", "claim", "outcome"),
+    [
+        (-0.1, True, "lower", "reproduced"),
+        (0.1, True, "lower", "reversed"),
+        (-0.1, False, "lower", "inconclusive"),
+        (0.1, True, "higher", "reproduced"),
+        (0.1, False, "same", "reproduced"),
+        (-0.1, True, "same", "reversed"),
+        (0.1, True, "not lower", "reproduced"),  # worse is not a gain: the finding of no gain holds
+        (-0.1, True, "not lower", "reversed"),
+        (-0.1, False, "not lower", "reproduced"),
+    ],
+)
+def test_judge_difference(difference, separated, claim, outcome):
+    assert findings.judge_difference(difference, separated, claim) == outcome
+
+
+def test_combine_outcomes():
+    assert findings.combine_outcomes(["reproduced", "reproduced"]) == "reproduced"
+    assert findings.combine_outcomes(["reversed", "inconclusive"]) == "reversed"
+    assert findings.combine_outcomes(["reversed", "reproduced"]) == "inconclusive"
+    assert findings.combine_outcomes(["inconclusive"]) == "inconclusive"
+    assert findings.combine_outcomes([]) == "inconclusive"
+
+
+def test_trend_verdict_each_kind():
+    table = _table(
+        [
+            ("hopper", "10", "aurcc", 0.05, 0.01),  # grows, separated: reproduced
+            ("hopper", "50", "aurcc", 0.15, 0.02),
+            ("maze2d-umaze", "20", "aurcc", 0.30, 0.02),  # falls, separated: reversed
+            ("maze2d-umaze", "50", "aurcc", 0.10, 0.02),
+            ("maze2d-open", "20", "aurcc", 0.30, 0.10),  # falls within the intervals: inconclusive
+            ("maze2d-open", "50", "aurcc", 0.25, 0.10),
+        ]
+    )
+    verdict = findings.trend_verdict(table, level_prefix="h=")
+    assert verdict[0] == "hopper: AURCC h=10 0.050 -> h=50 0.150: grows (separated)"
+    assert verdict.outcomes == {"hopper": "reproduced", "maze2d-umaze": "reversed", "maze2d-open": "inconclusive"}
+    assert verdict.overall == "inconclusive"
+
+
+def test_contrast_verdict_each_kind():
+    table = _table(
+        [
+            ("hopper", "ev", "aurcc", 0.150, 0.005),  # PCI lower, separated: reproduced
+            ("hopper", "pci", "aurcc", 0.120, 0.005),
+            ("walker2d", "ev", "aurcc", 0.070, 0.002),  # PCI higher, separated: reversed
+            ("walker2d", "pci", "aurcc", 0.080, 0.002),
+            ("halfcheetah", "ev", "aurcc", 0.20, 0.05),  # lower, within the intervals: inconclusive
+            ("halfcheetah", "pci", "aurcc", 0.19, 0.05),
+        ]
+    )
+    verdict = findings.contrast_verdict(table, "pci", "ev", [Expectation("aurcc", "lower")])
+    assert verdict[1] == "walker2d: AURCC PCI 0.080 vs EV 0.070 (not lower)"
+    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed", "halfcheetah": "inconclusive"}
+    # the paper found no significant gain: a separated loss does not contradict it, a gain does
+    no_gain = findings.contrast_verdict(table, "pci", "ev", [Expectation("aurcc", "lower", claim="not lower")])
+    assert no_gain.outcomes == {"hopper": "reversed", "walker2d": "reproduced", "halfcheetah": "reproduced"}
+    # without intervals nothing is separated
+    bare = findings.contrast_verdict(table.drop(columns="ci"), "pci", "ev", [Expectation("aurcc", "lower")])
+    assert set(bare.outcomes.values()) == {"inconclusive"}
+    with pytest.raises(ValueError, match="claim"):
+        Expectation("aurcc", "lower", claim="better")
+
+
+def test_ensemble_size_verdict_each_kind():
+    rows = []
+    for env, aurcc, cr_k in (
+        ("hopper", (0.140, 0.145), (0.30, 0.50)),  # AURCC flat, CR_K grows: reproduced
+        ("walker2d", (0.20, 0.10), (0.30, 0.30)),  # AURCC falls far, CR_K flat: reversed
+        ("halfcheetah", (0.140, 0.145), (0.30, 0.31)),  # flat, CR_K grows within the intervals
+    ):
+        for level, a, c in (("2", aurcc[0], cr_k[0]), ("10", aurcc[1], cr_k[1])):
+            rows += [(env, level, "aurcc", a, 0.01), (env, level, "cr_k", c, 0.02)]
+    verdict = findings.ensemble_size_verdict(_table(rows))
+    assert verdict[0] == "hopper: 2 -> 10 members: AURCC 0.140 -> 0.145 (change +0.005); CR_K 0.30 -> 0.50 (grows)"
+    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed", "halfcheetah": "inconclusive"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "outcome"),
+    [
+        ([("hopper", "medium", 0.10), ("hopper", "expert", 0.15), ("walker2d", "medium", 0.5)], "reproduced"),
+        ([("hopper", "medium", 0.10), ("hopper", "expert", 0.30), ("walker2d", "medium", 0.12)], "reversed"),
+        ([("hopper", "medium", 0.10), ("walker2d", "medium", 0.5)], "inconclusive"),  # one dataset each
+    ],
+)
+def test_dataset_spread_verdict_each_kind(rows, outcome):
+    verdict = findings.dataset_spread_verdict(_table([(env, lv, "aurcc", m, 0.0) for env, lv, m in rows]))
+    assert verdict.outcomes == {"all environments": outcome}
+    assert verdict[-1].endswith({"reproduced": "reproduced", "reversed": "not reproduced"}.get(outcome, outcome))
+
+
+def test_dataset_spread_scopes_keep_complete_environments_and_cut_the_mazes_to_1m():
+    rows = [("hopper", lv, "aurcc", 0.1 * i, 0.01) for i, lv in enumerate(findings.DATASET_TYPES["locomotion"])]
+    rows += [("walker2d", "medium", "aurcc", 0.2, 0.01), ("walker2d", "expert", "aurcc", 0.3, 0.01)]  # partial
+    rows += [("maze2d-umaze", lv, "aurcc", 0.05, 0.01) for lv in ("1k", "10k", "100k", "1m")]
+    rows += [("maze2d-open", lv, "aurcc", 0.05, 0.01) for lv in ("1k", "1m")]  # partial
+    rows += [("hopper", "medium", "loss", 0.9, 0.01)]  # another metric
+    scopes = findings.dataset_spread_scopes(_table(rows))
+    assert list(scopes) == ["every complete environment", "the paper's scope (mazes on 1m)", "locomotion alone"]
+    whole, paper, locomotion = scopes.values()
+    assert sorted(whole["environment"].unique()) == ["hopper", "maze2d-umaze"] and len(whole) == 9
+    assert (whole["metric"] == "aurcc").all()
+    assert sorted(paper[paper["environment"] == "maze2d-umaze"]["level"]) == ["1m"] and len(paper) == 6
+    assert set(locomotion["environment"]) == {"hopper"} and len(locomotion) == 5
+    # no locomotion environment is complete: that scope is left out, not empty
+    only_mazes = findings.dataset_spread_scopes(_table([r for r in rows if r[0] != "hopper"]))
+    assert list(only_mazes) == ["every complete environment", "the paper's scope (mazes on 1m)"]
+    with pytest.raises(ValueError, match="metric"):
+        findings.dataset_spread_scopes(_table(rows), metric="accuracy")
+
+
+def test_level_difference_verdict_each_kind_with_given_and_paper_claims():
+    table = _table(
+        [
+            ("hopper", "0", "aurcc", 0.20, 0.01),  # prior 5 lower, separated
+            ("hopper", "5", "aurcc", 0.10, 0.01),
+            ("walker2d", "0", "aurcc", 0.10, 0.05),  # within the intervals
+            ("walker2d", "5", "aurcc", 0.12, 0.05),
+            ("maze2d-large", "0", "aurcc", 0.20, 0.01),
+            ("maze2d-large", "5", "aurcc", 0.25, 0.01),  # prior 5 higher, separated
+        ]
+    )
+    same = findings.level_difference_verdict(table, "prior-scale", claims="same")
+    assert same[0] == "hopper: AURCC lower with 5 than with 0 (no prior) by 0.100 (separated)"
+    assert same.outcomes == {"hopper": "reversed", "walker2d": "reproduced", "maze2d-large": "reversed"}
+    lower = findings.level_difference_verdict(table, "prior-scale", claims={"hopper": "lower", "walker2d": "lower"})
+    assert lower.outcomes == {"hopper": "reproduced", "walker2d": "inconclusive"}  # the large maze: no claim
+    # by default each environment is judged against the paper's own cell (Tables 6 and 10)
+    claims = findings.paper_claims("prior-scale")
+    assert claims["maze2d-large"] == {"5": "lower"}  # Table 10: 0.140 -> 0.104, disjoint intervals
+    assert claims["hopper"] == {"5": "same"}  # Table 6: 0.141 vs 0.145, overlapping
+    assert claims["walker2d"] == {"5": "lower"}  # Table 6: disjoint intervals
+    paper = findings.level_difference_verdict(table, "prior-scale")
+    assert paper.outcomes == {"hopper": "reversed", "walker2d": "inconclusive", "maze2d-large": "reversed"}
+    assert findings.paper_claims("clipping") == {}
+    assert findings.level_difference_verdict(table.assign(level=table["level"]), "clipping").outcomes == {}
+
+
+# --------------------------------------------------------------------------------------------
+# Findings at a glance
+# --------------------------------------------------------------------------------------------
+def test_every_ablation_has_one_finding_and_a_chapter_name():
+    assert [f.ablation for f in findings.FINDINGS] == list(ex.ABLATIONS)
+    assert all(f.words for f in findings.FINDINGS)
+    assert findings.chapter_name("ensemble-count") == "ablation_ensemble_count"
+
+
+def test_judge_finding_on_hand_made_tables():
+    table = _table(
+        [
+            ("hopper", "10", "aurcc", 0.05, 0.01),
+            ("hopper", "50", "aurcc", 0.15, 0.02),
+            ("walker2d", "10", "aurcc", 0.30, 0.01),
+            ("walker2d", "50", "aurcc", 0.10, 0.01),
+        ]
+    )
+    verdict = findings.judge_finding("horizon", table)
+    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed"}
+    assert findings.judge_finding("mixture", table) is None
+    confidence = _table(
+        [
+            ("walker2d", "ev", "aurcc", 0.070, 0.002),  # the paper (Table 4): PCI higher AURCC, lower CR_K
+            ("walker2d", "pci", "aurcc", 0.080, 0.002),
+            ("walker2d", "ev", "cr_k", 0.30, 0.01),
+            ("walker2d", "pci", "cr_k", 0.20, 0.01),
+            ("hopper", "ev", "aurcc", 0.10, 0.002),  # the paper: AURCC alike, CR_K lower; ours: both differ
+            ("hopper", "pci", "aurcc", 0.13, 0.002),
+            ("hopper", "ev", "cr_k", 0.30, 0.01),
+            ("hopper", "pci", "cr_k", 0.90, 0.01),
+        ]
+    )
+    judged = findings.judge_finding("confidence", confidence)
+    assert judged.outcomes == {"walker2d": "reproduced", "hopper": "reversed"}
+    mixed = confidence.assign(mean=confidence["mean"].where(confidence["metric"] != "aurcc", 0.10))
+    # hopper: AURCC alike as in the paper, CR_K the other way: a mixed finding is inconclusive
+    assert findings.judge_finding("confidence", mixed).outcomes["hopper"] == "inconclusive"
+
+
+def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(tmp_path):
+    root = tmp_path / "ablations"
+    for name in ("prior-scale", "horizon"):
+        grid = ex.plan_ablation(name, "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
+        ex.run_grid(grid, root / "paper" / "tiny", answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
+    frame = findings.findings_at_a_glance(root)
+    assert list(frame["ablation"]) == list(ex.ABLATIONS)
+    column = "tiny (paper queries)"
+    assert column in frame.columns
+    by_name = frame.set_index("ablation")
+    assert by_name.loc["stochastic", column] == "–", "a configuration ablation needs all its levels"
+    verdicts = frame.attrs["verdicts"]
+    # identical values for both prior scales: no difference, as the paper's umaze cell (Table 10)
+    assert verdicts[("prior-scale", column)].outcomes == {"maze2d-umaze": "reproduced"}
+    assert by_name.loc["prior-scale", column] == "reproduced"
+    assert by_name.loc["horizon", column] == verdicts[("horizon", column)].summary()
+    assert by_name.loc["mixture", column] == "–"  # its second level was not run
+    assert by_name.loc["horizon", "chapter"] == "{doc}`ablation_horizon`"
+    table = findings.glance_table(frame)
+    assert table.header == ("finding", "paper tables", column)
+    horizon = by_name.loc["horizon", "title"]
+    assert f"{{doc}}`{horizon} <ablation_horizon>`: " in str(table)
+    page = table.to_html()
+    assert f'<a href="ablation_horizon.html">{horizon}</a>' in page and "{doc}" not in page
+    assert page.count("<a href=") == int(frame["chapter_name"].astype(bool).sum())
+    assert table.caption == findings.glance.GLANCE_CAPTION
+
+
+def test_findings_at_a_glance_judges_no_environment_on_a_single_run(tmp_path):
+    directory = tmp_path / "ablations" / "paper" / "tiny"
+    data = {"maze2d-umaze": ("1m",), "hopper": ("medium",)}
+    answer = SyntheticAnswers(key="environment-seed")
+    column = "tiny (paper queries)"
+
+    def run(environments, seeds, configuration):
+        grid = ex.GridSpec(environments, {env: data[env] for env in environments}, seeds, (configuration,))
+        ex.run_grid(grid, directory, answer_fn=answer, progress=False)
+
+    run(("maze2d-umaze", "hopper"), (0, 1), {})
+    run(("maze2d-umaze",), (0, 1), {"prior_scale": 5.0})
+    run(("hopper",), (0,), {"prior_scale": 5.0})  # one seed of the second level so far
+    frame = findings.findings_at_a_glance(directory.parent.parent)
+    assert frame.attrs["verdicts"][("prior-scale", column)].outcomes == {"maze2d-umaze": "reproduced"}
+    run(("hopper",), (1,), {"prior_scale": 5.0})  # the second seed lands: Hopper is judged
+    frame = findings.findings_at_a_glance(directory.parent.parent)
+    assert set(frame.attrs["verdicts"][("prior-scale", column)].outcomes) == {"maze2d-umaze", "hopper"}
+    assert "two runs or more" in findings.glance.GLANCE_CAPTION
+
+
+def test_findings_at_a_glance_leaves_a_level_of_one_run_unjudged(tmp_path):
+    directory = tmp_path / "ablations" / "paper" / "tiny"
+    grid = ex.GridSpec(("maze2d-umaze",), {"maze2d-umaze": ("1m",)}, (0,), ({}, {"prior_scale": 5.0}))
+    ex.run_grid(grid, directory, answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
+    frame = findings.findings_at_a_glance(directory.parent.parent)
+    assert frame.set_index("ablation").loc["prior-scale", "tiny (paper queries)"] == "–"
+
+
+def test_findings_at_a_glance_labels_each_root_and_the_sizes_its_runs_read(tmp_path):
+    """A classroom grid that read the tiny profile's data and queries is labelled so; a second
+    root at the profile's own sizes gets a column of its own."""
+    from opcc_edu.lab.experiments.store import ResultsStore
+
+    first, second = tmp_path / "ablations", tmp_path / "ablations-classroom"
+    grid = ex.plan_ablation("prior-scale", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
+    for root, sizes in ((first, (20_000, 300)), (second, (200_000, 1500))):
+        directory = root / "paper" / "classroom"
+        ex.run_grid(grid, directory, answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
+        meta = ResultsStore(directory).meta_json
+        data = json.loads(meta.read_text())
+        data["sizes"] = {"dataset_size": sizes[0], "queries_per_env": sizes[1], "mc_runs": 1}
+        meta.write_text(json.dumps(data))
+    assert findings.results_label(first / "paper" / "classroom") == "classroom models, tiny data (paper queries)"
+    assert findings.results_label(second / "paper" / "classroom") == "classroom (paper queries)"
+    alone = findings.findings_at_a_glance(first)
+    assert "classroom models, tiny data (paper queries)" in alone.columns
+    assert "classroom (paper queries)" not in alone.columns  # a root given: no other root unless asked
+    both = findings.findings_at_a_glance(first, also=[second])
+    columns = [c for c in both.columns if c.endswith("queries)")]
+    assert columns == ["classroom models, tiny data (paper queries)", "classroom (paper queries)"]
+    by_name = both.set_index("ablation")
+    assert by_name.loc["prior-scale", columns[0]] == by_name.loc["prior-scale", columns[1]] == "reproduced"
+    with pytest.raises(ValueError, match="two results directories give the column"):
+        findings.findings_at_a_glance(first, also=[first])
+
+
+def test_the_termination_finding_is_judged_only_where_an_episode_can_end_early():
+    rows = []
+    for env in ("hopper", "walker2d", "halfcheetah", "maze2d-umaze"):
+        worse = env in ("hopper", "maze2d-umaze")  # a separated change in umaze is noise: no rule can fire
+        for level, mean in (
+            ("predefined", 0.10),
+            ("learned", 0.20 if worse else 0.05),
+            ("none", 0.20 if worse else 0.05),
+        ):
+            rows.append((env, level, "aurcc", mean, 0.01))
+    verdict = findings.judge_finding("termination", _table(rows))
+    assert set(verdict.outcomes) == {"hopper", "walker2d"}
+    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed"}
