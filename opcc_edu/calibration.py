@@ -60,7 +60,7 @@ from .names import ALL_HORIZONS
 from .utils import check_choice, check_positive_int
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
+    pass
 
 __all__ = [
     "INTERVAL_KINDS",
@@ -74,8 +74,6 @@ __all__ = [
     "interval_coverage",
     "isotonic_calibration",
     "miscalibration_area",
-    "plot_coverage_curve",
-    "plot_reliability",
     "reliability_curve",
 ]
 
@@ -404,56 +402,3 @@ def coverage_table(
             }
         table[kind] = rows
     return table
-
-
-# --------------------------------------------------------------------------------------------
-# Plots
-# --------------------------------------------------------------------------------------------
-def plot_reliability(
-    probability: Any, correct: Any, n_bins: int = 10, ax: Axes | None = None, label: str | None = None, **style: Any
-) -> Axes:
-    """Reliability diagram: accuracy against mean probability per bin, with the diagonal.
-
-    Marker areas grow with the bin's share of answers; empty bins are not drawn. Returns the Axes
-    (a new one when ``ax`` is None).
-    """
-    import matplotlib.pyplot as plt
-
-    curve = reliability_curve(probability, correct, n_bins)
-    if ax is None:
-        _, ax = plt.subplots()
-    used = curve.count > 0
-    ece = expected_calibration_error(probability, correct, n_bins)
-    text = f"ECE {ece:.3f}" if label is None else f"{label} (ECE {ece:.3f})"
-    line = ax.plot(curve.mean_probability[used], curve.accuracy[used], marker="", label=text, **style)[0]
-    share = curve.count[used] / curve.count.sum()
-    ax.scatter(curve.mean_probability[used], curve.accuracy[used], s=12 + 200 * share, color=line.get_color())
-    ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("probability of a right answer (mean in bin)")
-    ax.set_ylabel("share of right answers in bin")
-    return ax
-
-
-def plot_coverage_curve(
-    expected: Any, observed: Any, ax: Axes | None = None, label: str | None = None, **style: Any
-) -> Axes:
-    """Calibration curve of intervals: observed against expected coverage, with the diagonal.
-
-    The legend entry carries the miscalibration area. Returns the Axes (a new one when ``ax`` is
-    None).
-    """
-    import matplotlib.pyplot as plt
-
-    area = miscalibration_area(expected, observed)
-    if ax is None:
-        _, ax = plt.subplots()
-    text = f"area {area:.3f}" if label is None else f"{label} (area {area:.3f})"
-    ax.plot(expected, observed, label=text, **style)
-    ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("nominal coverage of the interval")
-    ax.set_ylabel("observed coverage (share of sides)")
-    return ax

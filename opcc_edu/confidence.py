@@ -58,7 +58,7 @@ Only numpy is imported at module level; scipy.stats is imported on first use.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -282,6 +282,23 @@ CONFIDENCE_FUNCTIONS: dict[str, ConfidenceFunction] = {
 }
 
 
+def resolve_confidences(names: Sequence[str]) -> tuple[str, ...]:
+    """The confidence names checked against :data:`CONFIDENCE_FUNCTIONS`, as a tuple.
+
+    The one check of a confidence name: :func:`compute_confidence`, the scoring entry
+    (:func:`opcc_edu.scoring.score_values`) and the baselines' entry points call it before any
+    work; the scoring loop then calls the registered functions directly.
+
+    Raises:
+        ValueError: an unknown name (the message lists the valid ones); a bare string.
+    """
+    if isinstance(names, str):
+        raise ValueError(f"confidences must be a sequence of names, got the string {names!r}")
+    for name in names:
+        check_choice(name, CONFIDENCE_FUNCTIONS, "confidence")
+    return tuple(names)
+
+
 def compute_confidence(name: str, values_a: Any, values_b: Any) -> tuple[np.ndarray, np.ndarray]:
     """Apply the confidence function called ``name`` ("ev", "pci" or "upci").
 
@@ -293,7 +310,7 @@ def compute_confidence(name: str, values_a: Any, values_b: Any) -> tuple[np.ndar
     Returns:
         ``(prediction (N,) int8, confidence (N,) float64)``.
     """
-    check_choice(name, CONFIDENCE_FUNCTIONS, "confidence function name")
+    (name,) = resolve_confidences((name,))
     return CONFIDENCE_FUNCTIONS[name](values_a, values_b)
 
 

@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .confidence import CONFIDENCE_FUNCTIONS, compute_confidence
+from .confidence import CONFIDENCE_FUNCTIONS, resolve_confidences
 from .metrics import evaluate
 from .names import ALL_HORIZONS, CONFIDENCES
-from .utils import check_choice
 
 __all__ = ["Scores", "score_answers", "score_values"]
 
@@ -122,8 +121,7 @@ def score_values(
     Returns:
         A :class:`Scores`.
     """
-    for name in confidences:
-        check_choice(name, CONFIDENCE_FUNCTIONS, "confidence")
+    confidences = resolve_confidences(confidences)
     values_a = np.asarray(values_a)
     values_b = np.asarray(values_b)
     target = np.asarray(target)
@@ -137,7 +135,7 @@ def score_values(
         for name in confidences:
             if name != "ev" and m < 2:
                 continue
-            prediction, confidence = compute_confidence(name, values_a[:, :m], values_b[:, :m])
+            prediction, confidence = CONFIDENCE_FUNCTIONS[name](values_a[:, :m], values_b[:, :m])
             if m == m_full:
                 predictions[name], confs[name] = prediction, confidence
             by_horizon = horizon if m == m_full else None

@@ -22,7 +22,10 @@ Modules, one concept each:
 * :mod:`.cache` -- the ensemble cache: :func:`ensemble_cache_key`, :func:`get_or_train_ensemble`.
 * :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`,
   :func:`profile_query_indices`.
-* :mod:`.answers` -- :class:`Answers`, :func:`answer_queries`, :func:`format_metrics`.
+* :mod:`.answers` -- :class:`Answers`: member values, predictions, confidences and their metrics.
+* :mod:`.pipeline` -- :func:`answer_queries` (train or load, estimate, score) and
+  :func:`heuristic_as_answers`.
+* :mod:`.report` -- :func:`answers_summary`, :func:`save_answers`, :func:`format_metrics`.
 * :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
 * :mod:`.fqe` -- a model-free baseline: bootstrapped finite-horizon fitted Q evaluation
   (:func:`train_fqe`, :func:`answer_queries_fqe`), answering through the same confidences.
@@ -55,11 +58,13 @@ _LAZY: dict[str, str] = {
     "select_profile_queries": "estimate",
     "profile_query_indices": "estimate",
     "Answers": "answers",
-    "METRIC_COLUMNS": "answers",
-    "answer_queries": "answers",
-    "format_metrics": "answers",
-    "format_predictor_metrics": "answers",
-    "heuristic_as_answers": "answers",
+    "METRIC_COLUMNS": "report",
+    "answer_queries": "pipeline",
+    "answers_summary": "report",
+    "format_metrics": "report",
+    "format_predictor_metrics": "report",
+    "heuristic_as_answers": "pipeline",
+    "save_answers": "report",
     "run_end_to_end": "run",
     "FQEConfig": "fqe",
     "FittedQEnsemble": "fqe",

@@ -177,12 +177,12 @@ def get_or_train_ensemble(
         ValueError: ``config.reward == "predefined"`` on given locomotion transitions without
             simulator states (``infos/qpos``); every named dataset records them.
     """
-    from ..datasets import DEFAULT_DATASET, get_recipe, resolve_size
+    from ..datasets import get_recipe, resolve_dataset, resolve_size
     from ..dynamics import load_ensemble
     from ..io import CorruptFileError
 
     config = EnsembleConfig.from_profile() if config is None else config
-    dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
+    dataset_name = resolve_dataset(env_name, dataset_name)
     if dataset is None:
         dataset_size = resolve_size(get_recipe(env_name, dataset_name), dataset_size)
         no_states = False  # every named dataset records simulator states

@@ -376,17 +376,16 @@ def answer_queries_fqe(
         recipe: the shipped set's recipe when ``queries`` is None (None: the default recipe).
         dataset: use these transitions instead of loading ``dataset_name``.
     """
-    from ..datasets import DEFAULT_DATASET, load_dataset
+    from ..confidence import resolve_confidences
+    from ..datasets import load_dataset, resolve_dataset
     from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
-    from ..utils import check_choice
     from .answers import Answers
     from .estimate import select_profile_queries
 
     config = FQEConfig.from_profile() if config is None else config
-    dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
+    dataset_name = resolve_dataset(env_name, dataset_name)
     confidences = list(CONFIDENCES if confidences is None else confidences)
-    for name in confidences:
-        check_choice(name, CONFIDENCES, "confidence")
+    confidences = resolve_confidences(confidences)
     if queries is None:
         from ..queries import load_queries
 

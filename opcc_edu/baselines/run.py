@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from ..config import get_profile
 from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ..utils import check_choice
-from .answers import Answers, answer_queries, format_metrics, format_predictor_metrics, heuristic_as_answers
+from .answers import Answers
 from .config import EnsembleConfig
+from .pipeline import answer_queries, heuristic_as_answers
+from .report import format_metrics, format_predictor_metrics
 
 if TYPE_CHECKING:
     import torch
@@ -64,14 +66,14 @@ def run_end_to_end(
     """
     from matplotlib.figure import Figure  # no pyplot: works headless, leaves no open figure
 
-    from ..datasets import DEFAULT_DATASET
+    from ..datasets import resolve_dataset
     from ..envs import DEFAULT_ENV, get_spec
 
     env_name = DEFAULT_ENV if env_name is None else env_name
     get_spec(env_name)  # unknown names fail here, listing the valid ones
     check_choice(queries, QUERY_RECIPES, "queries")
     check_choice(baseline, BASELINES, "baseline")
-    dataset_name = DEFAULT_DATASET[env_name] if dataset_name is None else dataset_name
+    dataset_name = resolve_dataset(env_name, dataset_name)
     config = EnsembleConfig.from_profile() if config is None else config
     profile = get_profile()
     start = time.perf_counter()

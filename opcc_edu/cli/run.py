@@ -84,12 +84,12 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ..baselines import EnsembleConfig, run_end_to_end
-    from ..datasets import DEFAULT_DATASET, get_recipe
+    from ..datasets import get_recipe, resolve_dataset
     from ..envs import DEFAULT_ENV
     from ..utils import get_device
 
     env_name = args.env or DEFAULT_ENV
-    dataset = args.dataset or DEFAULT_DATASET[env_name]
+    dataset = resolve_dataset(env_name, args.dataset)
     get_recipe(env_name, dataset)  # an unknown dataset fails now, listing the environment's
     device = get_device(args.device)
     check_output_dir(args.out)

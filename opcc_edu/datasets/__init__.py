@@ -57,6 +57,7 @@ from .recipes import (
     generate_dataset,
     get_recipe,
     mixture_sizes,
+    resolve_dataset,
     resolve_size,
     stream_id,
 )
@@ -94,7 +95,7 @@ def load_dataset(
         ValueError: unknown environment or dataset name, or a size beyond the recipe's.
         FileNotFoundError: a locomotion behaviour policy has not been built.
     """
-    recipe = get_recipe(env_name, name if name is not None else DEFAULT_DATASET.get(env_name, ""))
+    recipe = get_recipe(env_name, resolve_dataset(env_name, name))
     size = resolve_size(recipe, size)
     seed = check_positive_int(seed, "seed", minimum=0)
     if recipe.method == "replay":
@@ -180,6 +181,7 @@ __all__ = [
     "mixture_sizes",
     "pooled_dataset",
     "query_dataset_distances",
+    "resolve_dataset",
     "resolve_size",
     "save_d4rl_hdf5",
     "summarize_dataset",

@@ -61,6 +61,22 @@ def dataset_names(env_name: str) -> tuple[str, ...]:
     return DATASET_NAMES[get_spec(env_name).kind]
 
 
+def resolve_dataset(env_name: str, name: str | None = None) -> str:
+    """The dataset ``name`` checked for ``env_name``, or the environment's default when None.
+
+    The one place a default dataset is chosen (:data:`DEFAULT_DATASET`): the command line and
+    :func:`opcc_edu.baselines.run_end_to_end` resolve once and pass the name on.
+
+    Raises:
+        ValueError: an unknown environment or dataset name (the message lists the valid ones).
+    """
+    spec = get_spec(env_name)
+    if name is None:
+        return DEFAULT_DATASET[spec.name]
+    check_choice(name, dataset_names(spec.name), f"dataset name for {spec.name}")
+    return name
+
+
 @dataclasses.dataclass(frozen=True)
 class DatasetRecipe:
     """How one named dataset of one environment is produced."""

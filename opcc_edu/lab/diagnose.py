@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..names import ALL_HORIZONS
+from ..plotting import plot_reward_map, plot_value_error
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,33 +192,8 @@ class RewardErrorMap:
         }
 
     def plot(self, fig: Figure | None = None) -> Figure:
-        """The mean reward error per patch where queries go, beside the dataset's visits."""
-        import matplotlib.pyplot as plt
-        from matplotlib.colors import LogNorm, TwoSlopeNorm
-
-        from ..plotting.benchmark import draw_maze
-
-        panels = 2 if self.data_visits is not None else 1
-        fig = fig or plt.figure(figsize=(5.2 * panels, 4.4), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(1, panels))
-        bias = np.ma.masked_invalid(self.bias)
-        limit = max(float(np.nanmax(np.abs(self.bias))) if np.isfinite(self.bias).any() else 0.0, 1e-6)
-        for ax in axes:
-            draw_maze(self.env_name, ax=ax)
-            for patch in [p for p in ax.patches if p.get_label() == "goal region"]:  # an outline above the map
-                patch.set(facecolor="none", edgecolor="black", linestyle="--", zorder=3)
-        image = axes[0].imshow(
-            bias, extent=self.extent, origin="upper", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -limit, limit), zorder=2
-        )
-        fig.colorbar(image, ax=axes[0], label="learned - true reward (per step)")
-        axes[0].set_title("reward error, query steps")
-        if self.data_visits is not None:
-            shown = np.ma.masked_equal(self.data_visits, 0)
-            norm = LogNorm(vmin=1, vmax=max(2.0, float(self.data_visits.max())))
-            image = axes[1].imshow(shown, extent=self.extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
-            fig.colorbar(image, ax=axes[1], label="dataset transitions per patch (count)")
-            axes[1].set_title("dataset transitions")
-        return fig
+        """The mean reward error per patch beside the dataset's visits (:func:`opcc_edu.plotting.plot_reward_map`)."""
+        return plot_reward_map(self, fig)
 
 
 @dataclasses.dataclass
@@ -257,7 +233,7 @@ class ValueErrorDecomposition:
     terminated earlier)."""
 
     # ------------------------------------------------------------------------------------
-    def _variants(self) -> dict[str, np.ndarray]:
+    def variants(self) -> dict[str, np.ndarray]:
         """(2N, M) member values of each variant."""
         out = {
             "model (learned dynamics + reward)": self.model,
@@ -287,7 +263,7 @@ class ValueErrorDecomposition:
         from ..confidence import compute_confidence
 
         rows = []
-        for name, members in self._variants().items():
+        for name, members in self.variants().items():
             values = members.mean(1)
             err = values - self.true
             pred, _ = compute_confidence("ev", members[:n], members[n:])  # the members' majority
@@ -356,25 +332,8 @@ class ValueErrorDecomposition:
         return RewardErrorMap(self.env_name, extent, steps, error, abs_error, data)
 
     def plot(self, fig: Figure | None = None) -> Figure:
-        """Two panels: value error by horizon per variant, and open-loop error by step."""
-        import matplotlib.pyplot as plt
-
-        fig = fig or plt.figure(figsize=(10, 3.6), layout="constrained")
-        left, right = fig.subplots(1, 2)
-        horizons = sorted(set(self.horizon.tolist()))
-        for name, members in self._variants().items():
-            mae = [np.abs(members.mean(1) - self.true)[self.horizon == h].mean() for h in horizons]
-            left.plot(horizons, mae, marker="o", label=name)
-        left.set_xlabel("horizon h")
-        left.set_ylabel("mean |value error|")
-        left.set_title(f"{self.env_name}: value error by source")
-        left.legend(fontsize=8)
-        steps = sorted(self.open_loop)
-        right.plot(steps, [self.open_loop[s] for s in steps], marker="o", color="C3")
-        right.set_xlabel("steps replayed open loop")
-        right.set_ylabel("mean |observation error|")
-        right.set_title("prediction error along true trajectories")
-        return fig
+        """Value error by horizon per variant, open-loop error by step (:func:`opcc_edu.plotting.plot_value_error`)."""
+        return plot_value_error(self, fig)
 
 
 def decompose_value_error(

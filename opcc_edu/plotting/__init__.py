@@ -6,6 +6,8 @@
 * :mod:`.selective` -- risk-coverage curves, per-level curves of an ablation, ours against the
   paper, ensemble voting with the first m members.
 * :mod:`.data` -- offline datasets: query-to-dataset distances, maze visitation, state scatter.
+* :mod:`.calibration` -- reliability diagrams and interval coverage curves.
+* :mod:`.diagnose` -- the value-error diagnostics: error by source and horizon, the reward map.
 
 Every function that draws takes ``ax=None`` (or ``axes=None``) and returns what it drew on, so
 figures compose in notebooks. matplotlib is imported by the functions, not by this package, and
@@ -25,8 +27,10 @@ from .benchmark import (
     query_trajectories,
     render_states,
 )
+from .calibration import plot_coverage_curve, plot_reliability
 from .data import plot_maze_visitation, plot_query_distances, plot_state_visitation
-from .selective import plot_comparison, plot_level_risk_coverage, plot_risk_coverage, plot_voting_prefix
+from .diagnose import plot_reward_map, plot_value_error
+from .selective import plot_answers, plot_comparison, plot_level_risk_coverage, plot_risk_coverage, plot_voting_prefix
 from .style import BOOK_STYLE, MIN_FONT_SIZE, PAGE_WIDTH, figure_size, new_axes, use_book_style
 
 __all__ = [
@@ -39,7 +43,12 @@ __all__ = [
     "figure_size",
     "maze_geometry",
     "new_axes",
+    "plot_answers",
     "plot_comparison",
+    "plot_value_error",
+    "plot_reward_map",
+    "plot_reliability",
+    "plot_coverage_curve",
     "plot_gap_histogram",
     "plot_level_risk_coverage",
     "plot_maze_visitation",

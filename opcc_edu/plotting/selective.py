@@ -7,23 +7,34 @@ computes a metric of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..metrics import risk_coverage_curve, trapezoid_area
-from ..names import METRIC_NAMES, METRICS
+from ..confidence import ensemble_voting
+from ..metrics import evaluate, risk_coverage_curve, trapezoid_area
+from ..names import CONFIDENCE_NAMES, METRIC_NAMES, METRICS
 from ..utils import check_choice
 from .style import new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from ..lab.experiments import RunValues
 
 _COVERAGE_LABEL = "coverage (fraction of queries answered)"
 _RISK_LABEL = "selective risk (fraction wrong)"
+
+
+class MemberValues(Protocol):
+    """What :func:`plot_voting_prefix` reads of a run: (N, M) member values of both sides."""
+
+    values_a: np.ndarray
+    values_b: np.ndarray
+    target: np.ndarray
+
+    @property
+    def ensemble_size(self) -> int: ...
 
 
 def plot_risk_coverage(
@@ -140,22 +151,21 @@ def plot_comparison(
     return ax
 
 
-def plot_voting_prefix(values: RunValues, members: int, ax: Axes | None = None) -> Axes:
+def plot_voting_prefix(values: MemberValues, members: int, ax: Axes | None = None) -> Axes:
     """The RCC of ensemble voting (EV) with the first ``members`` members of one run.
 
     With m members EV's confidence takes at most ``m // 2 + 1`` values; the title counts them.
 
     Args:
-        values: one run's member values (N queries, M members).
+        values: one run's member values (N queries, M members): anything with ``values_a``,
+            ``values_b`` (N, M), ``target`` (N,) and ``ensemble_size`` (M), such as an ablation
+            run's :class:`~opcc_edu.lab.experiments.RunValues` or :class:`~opcc_edu.baselines.Answers`.
         members: how many of the first members vote, 1 to M.
         ax: matplotlib Axes to draw on; a new figure when ``None``.
 
     Returns:
         The Axes.
     """
-    from ..confidence import ensemble_voting
-    from ..metrics import evaluate
-
     if isinstance(members, bool) or not 1 <= int(members) <= values.ensemble_size:
         raise ValueError(f"members must lie in [1, {values.ensemble_size}], got {members!r}")
     m = int(members)
@@ -163,4 +173,25 @@ def plot_voting_prefix(values: RunValues, members: int, ax: Axes | None = None) 
     cr_k = evaluate(prediction, values.target, confidence)["cr_k"]
     ax = plot_risk_coverage(prediction, values.target, confidence, ax=ax, label=f"EV, m = {m}")
     ax.set_title(f"{np.unique(confidence).size} distinct confidences (at most {m // 2 + 1}); CR_K = {cr_k:.1f}")
+    return ax
+
+
+def plot_answers(answers: Any, ax: Axes | None = None, confidences: Sequence[str] | None = None) -> Axes:
+    """Risk-coverage curves of the confidence functions on one Axes (returned).
+
+    Each curve is drawn by :func:`opcc_edu.plotting.plot_risk_coverage` (a new Axes when
+    ``ax`` is None), labelled with the confidence's display name and its AURCC.
+    """
+    for name in confidences or list(answers.predictions):
+        ax = plot_risk_coverage(
+            answers.predictions[name],
+            answers.target,
+            answers.confidences[name],
+            ax=ax,
+            label=CONFIDENCE_NAMES.get(name, name),
+        )
+    if answers.config is None:
+        ax.set_title(f"{answers.env_name}: {answers.baseline} (no model)")
+    else:
+        ax.set_title(f"{answers.env_name} / {answers.dataset_name}, M = {answers.ensemble_size}")
     return ax

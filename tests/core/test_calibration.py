@@ -17,10 +17,9 @@ from opcc_edu.calibration import (
     interval_coverage,
     isotonic_calibration,
     miscalibration_area,
-    plot_coverage_curve,
-    plot_reliability,
     reliability_curve,
 )
+from opcc_edu.plotting import plot_coverage_curve, plot_reliability
 
 
 def test_ece_brier_and_reliability_hand_made():

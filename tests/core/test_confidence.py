@@ -209,7 +209,7 @@ def test_registry_and_dispatch():
         result = cf.compute_confidence(name, values_a, values_b)
         np.testing.assert_array_equal(result[0], expected[0])
         np.testing.assert_array_equal(result[1], expected[1])
-    with pytest.raises(ValueError, match="confidence function name.*ev, pci, upci"):
+    with pytest.raises(ValueError, match="confidence.*ev, pci, upci"):
         cf.compute_confidence("bootstrap", values_a, values_b)
 
 

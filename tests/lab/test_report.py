@@ -16,8 +16,8 @@ from synthetic_answers import SyntheticAnswers
 
 from opcc_edu.display import Table
 from opcc_edu.lab import experiments as ex
-from opcc_edu.lab.experiments.analysis import grid_compute, grid_compute_text
 from opcc_edu.lab.experiments.paper import LOCOMOTION_DATASETS, describe_data, is_default_level, paper_counterpart
+from opcc_edu.lab.experiments.reading import grid_compute, grid_compute_text
 from opcc_edu.lab.experiments.report import BESIDE_PAPER_METRICS, format_table
 from opcc_edu.names import METRIC_NAMES, METRICS, TIE_FAIR_METRICS
 

@@ -27,7 +27,9 @@ AUGRC, AUROC; :mod:`opcc_edu.metrics`). One concept per module:
 * :mod:`~opcc_edu.lab.experiments.executors` -- where runs compute: in this process, in local
   worker processes, or as Ray tasks on a cluster (:func:`make_executor`); the driver alone
   writes the results, retries failed runs, and every executor gives the same rows.
-* :mod:`~opcc_edu.lab.experiments.analysis` -- :func:`load_results`, :func:`aggregate` (mean +-
+* :mod:`~opcc_edu.lab.experiments.reading` -- :func:`load_results` (every finished run, once),
+  one run's values and queries, the results root, a grid's compute.
+* :mod:`~opcc_edu.lab.experiments.analysis` -- :func:`aggregate` (mean +-
   half-width of the two-sided 95% Student-t interval over the seeds x datasets runs of each
   environment and level), :func:`level_risk_coverage`, :func:`level_differences`.
 * :mod:`~opcc_edu.lab.experiments.paper` and :mod:`~opcc_edu.lab.experiments.report` -- the paper's
@@ -51,20 +53,10 @@ from .analysis import (
     aggregate,
     committed_profiles,
     committed_results,
-    find_results_root,
     level_differences,
     level_order,
     level_risk_coverage,
-    load_results,
-    load_run_queries,
-    load_run_values,
-    load_runs,
-    read_meta,
     rescore_on_shared_queries,
-    results_recipe,
-    results_sizes,
-    run_query_indices,
-    sibling_results_root,
 )
 from .answers import (
     AnswerFunction,
@@ -80,6 +72,18 @@ from .answers import (
 from .executors import EXECUTORS, Executor, RunFailureWarning, RunsFailedError, make_executor
 from .grid import GridSpec, RunSpec, default_datasets, plan_ablation
 from .paper import compare_with_paper, paper_results
+from .reading import (
+    find_results_root,
+    load_results,
+    load_run_queries,
+    load_run_values,
+    load_runs,
+    read_meta,
+    results_recipe,
+    results_sizes,
+    run_query_indices,
+    sibling_results_root,
+)
 from .records import RESULT_COLUMNS, RUN_COLUMNS, ResultsStoreError, RunRecord, StoreWarning
 from .registry import (
     ABLATIONS,

@@ -28,21 +28,27 @@ import abc
 import collections
 import contextlib
 import dataclasses
-import datetime as _dt
 import os
 import signal
 import time
 import traceback
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ...config import Profile
 from ...utils import check_choice
-from .answers import AnswerFunction, score_run
-from .grid import RunSpec
-from .registry import format_value
+from .tasks import (
+    Finished,
+    RunFailure,
+    RunFailureWarning,
+    RunOutcome,
+    RunsFailedError,
+    RunTask,
+    compute_payload,
+    compute_run,
+    describe_error,
+    pack_task,
+)
 
 __all__ = [
     "EXECUTORS",
@@ -66,183 +72,6 @@ EXECUTORS: tuple[str, ...] = ("local", "ray")
 
 #: The one-line error of the Ray executor when Ray is not installed.
 CLUSTER_EXTRA_MESSAGE = "the ray executor needs the 'cluster' extra: pip install \"opcc_edu[cluster]\""
-
-
-# --------------------------------------------------------------------------------------------
-# The work of one run
-# --------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class RunTask:
-    """Everything a worker needs to compute one run."""
-
-    run: RunSpec
-    """The run (its seed is the run's own)."""
-    answer_fn: AnswerFunction
-    """The :data:`~opcc_edu.lab.experiments.answers.AnswerFunction`."""
-    profile: Profile
-    """The profile, made active in the worker while the run computes."""
-    progress: bool = False
-    """Show the answer function's own progress bars (in-process runs only)."""
-    save_values: bool = True
-    """Return the (N, M) member values, for ``values/<run>.npz``."""
-    threads: int | None = None
-    """torch threads of the worker process (``None``: leave as they are)."""
-    in_worker: bool = False
-    """Computed in a worker process: make ``profile`` the active profile there (a worker may
-    have been started with other settings); in the driver's own process nothing changes."""
-
-
-@dataclasses.dataclass
-class RunOutcome:
-    """What a worker returns: the run's scored rows, its runs.csv row and its member values."""
-
-    rows: list[dict[str, Any]]
-    """Rows of ``results.csv`` (keys of :data:`~opcc_edu.lab.experiments.answers.SCORE_KEYS`
-    and the run's keys)."""
-    summary: dict[str, Any]
-    """The run's row of ``runs.csv``."""
-    arrays: dict[str, np.ndarray] | None
-    """``values_a``, ``values_b`` (float32), ``target``, ``horizon``; None without save_values."""
-    metadata: dict[str, Any]
-    """Metadata of ``values/<run>.npz``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RunFailure:
-    """One failed attempt of a run."""
-
-    run_id: str
-    attempt: int
-    """1 for the first attempt."""
-    error: str
-    """``"ExceptionType: message"``, or what happened to the worker."""
-    details: str = ""
-    """The worker's traceback, when there is one."""
-    exception: BaseException | None = dataclasses.field(default=None, compare=False, repr=False)
-    """The exception itself (in-process runs only)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Finished:
-    """A submitted run that came back from an executor, computed or failed."""
-
-    key: str
-    """The key it was submitted under."""
-    outcome: RunOutcome | None = None
-    """The computed run; None when it failed."""
-    error: str = ""
-    """Why it failed: ``"ExceptionType: message"``, or what happened to the worker."""
-    details: str = ""
-    """The worker's traceback, when there is one."""
-    exception: BaseException | None = None
-    """The exception itself (in-process runs only)."""
-
-
-class RunFailureWarning(UserWarning):
-    """A run failed; the message names it, the attempt and the error (it is retried or given up)."""
-
-
-class RunsFailedError(RuntimeError):
-    """Some runs failed on every attempt; every other run of the grid was computed and saved."""
-
-    def __init__(self, failures: list[RunFailure], attempts: int, details: os.PathLike | str | None = None) -> None:
-        self.failures = failures
-        listed = "; ".join(f"{f.run_id}: {f.error}" for f in failures)
-        where = f"; their tracebacks are in {details}" if details is not None else ""
-        super().__init__(
-            f"{len(failures)} run(s) failed on all {attempts} attempt(s) (the finished runs are saved; "
-            f"run the same command again to retry them{where}): {listed}"
-        )
-
-
-def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in info.items():
-        if isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            out[str(key)] = value
-    return out
-
-
-def compute_run(task: RunTask) -> RunOutcome:
-    """Answer and score one run; writes nothing in the results directory (the worker's job).
-
-    In a worker process the answer function sees ``task.profile`` as the active profile, as
-    it would in the driver, so a worker started with other settings computes the same run.
-    """
-    from ...config import use_profile
-
-    if task.threads is not None:
-        import torch
-
-        torch.set_num_threads(int(task.threads))
-    from ...config import PROFILES
-
-    start = time.perf_counter()
-    run = task.run
-    registered = task.in_worker and PROFILES.get(task.profile.name) == task.profile
-    with use_profile(task.profile.name) if registered else contextlib.nullcontext():
-        values = task.answer_fn(run, task.progress)
-    base = {
-        "environment": run.environment,
-        "dataset": run.dataset,
-        "seed": run.seed,
-        "configuration": run.configuration,
-        "profile": task.profile.name,
-        "run_id": run.run_id,
-    }
-    rows = [{**base, **row} for row in score_run(values)]
-    arrays = None
-    if task.save_values:
-        arrays = {
-            "values_a": values.values_a.astype(np.float32),
-            "values_b": values.values_b.astype(np.float32),
-            "target": values.target,
-            "horizon": values.horizon,
-        }
-    metadata = {
-        **base,
-        "overrides": {k: format_value(v) for k, v in run.overrides.items()},
-        "info": _jsonable(values.info),
-    }
-    summary = {
-        **base,
-        "n_queries": len(values),
-        "ensemble_size": values.ensemble_size,
-        "seconds": round(time.perf_counter() - start, 2),
-        "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    return RunOutcome(rows, summary, arrays, metadata)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _compute_payload(payload: bytes) -> tuple[str, Any, str]:
-    """A worker's entry point: ``("ok", outcome, "")`` or ``("error", description, traceback)``."""
-    import cloudpickle
-
-    try:
-        task = cloudpickle.loads(payload)
-        return "ok", compute_run(task), ""
-    except Exception as exc:  # noqa: BLE001 - every failure of a run goes back to the driver
-        return "error", _describe(exc), traceback.format_exc()
-
-
-def _pack(task: RunTask) -> bytes:
-    """The task as bytes for another process (the answer function may be a closure)."""
-    import cloudpickle
-
-    try:
-        return cloudpickle.dumps(task)
-    except Exception as exc:  # noqa: BLE001 - anything that cannot be pickled
-        raise ValueError(
-            f"answer_fn cannot be sent to worker processes ({_describe(exc)}); run it with the serial "
-            "local executor (jobs=1) instead"
-        ) from exc
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,7 +145,7 @@ class SerialExecutor(Executor):
         try:
             return Finished(key, compute_run(task))
         except Exception as exc:  # noqa: BLE001 - reported by the driver, which goes on
-            return Finished(key, None, _describe(exc), traceback.format_exc(), exc)
+            return Finished(key, None, describe_error(exc), traceback.format_exc(), exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,7 +174,7 @@ def _worker_main(connection: Any, threads: int | None) -> None:
             return
         if payload is None:
             return
-        connection.send(_compute_payload(payload))
+        connection.send(compute_payload(payload))
 
 
 @dataclasses.dataclass
@@ -427,7 +256,7 @@ class ProcessExecutor(Executor):
         return worker
 
     def _submit(self, key: str, task: RunTask) -> None:
-        payload = _pack(dataclasses.replace(task, progress=False, threads=None, in_worker=True))
+        payload = pack_task(dataclasses.replace(task, progress=False, threads=None, in_worker=True))
         idle = [w for w in self._workers if w.key is None]
         worker = idle[0] if idle else self._start_worker()
         worker.key = key
@@ -544,7 +373,7 @@ class RayExecutor(Executor):
             ray.init(address=self.address, **kwargs)
             self._owns = True
         self._ray = ray
-        self._remote = ray.remote(_compute_payload).options(
+        self._remote = ray.remote(compute_payload).options(
             num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0
         )
         resources = ray.cluster_resources()
@@ -568,7 +397,7 @@ class RayExecutor(Executor):
     def _submit(self, key: str, task: RunTask) -> None:
         self.start()
         threads = max(1, int(self.cpus_per_run))
-        payload = _pack(dataclasses.replace(task, progress=False, threads=threads, in_worker=True))
+        payload = pack_task(dataclasses.replace(task, progress=False, threads=threads, in_worker=True))
         self._refs[self._remote.remote(payload)] = key
 
     def wait(self) -> Finished:
@@ -580,7 +409,7 @@ class RayExecutor(Executor):
         try:
             status, result, details = ray.get(ready[0])
         except ray.exceptions.RayError as exc:  # the worker or its node was lost
-            return Finished(key, None, f"the Ray worker was lost ({_describe(exc)})")
+            return Finished(key, None, f"the Ray worker was lost ({describe_error(exc)})")
         if status == "ok":
             return Finished(key, result)
         return Finished(key, None, result, details)

@@ -107,14 +107,14 @@ def default_datasets(env_name: str, profile: Profile | str | None = None, all_ty
     ``dataset_size`` cuts to the same length (in ``tiny`` the 100k and 1m prefixes are both
     20,000 transitions of one stream, hence identical): of those only the largest name stays.
     """
-    from ...datasets import DEFAULT_DATASET, dataset_names, get_recipe
+    from ...datasets import dataset_names, get_recipe, resolve_dataset
 
     profile = get_profile(profile)
     names = tuple(dataset_names(env_name))
     if not all_types:
         if profile.name == "paper":
             return ("1m",) if "1m" in names else names
-        return (DEFAULT_DATASET[env_name],)
+        return (resolve_dataset(env_name),)
     kept: dict[Any, str] = {}
     for name in names:
         recipe = get_recipe(env_name, name)

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from ...display import Table
 from ...names import METRIC_NAMES, METRICS, QUERY_RECIPES, TIE_FAIR_METRICS
 from ...utils import check_choice
-from .analysis import (
-    aggregate,
-    dataset_order,
+from .analysis import aggregate, dataset_order
+from .paper import compare_with_paper
+from .reading import (
     find_results_root,
     grid_compute_text,
     has_results,
@@ -30,7 +30,6 @@ from .analysis import (
     results_recipe,
     results_sizes,
 )
-from .paper import compare_with_paper
 from .records import atomic_write
 from .registry import ABLATIONS
 from .store import ResultsStore

@@ -293,7 +293,7 @@ def run_grid(
         retries: attempts after the first for a run that fails (its worker raised or died).
 
     Returns:
-        The whole results table (:func:`~opcc_edu.lab.experiments.analysis.load_results` of
+        The whole results table (:func:`~opcc_edu.lab.experiments.reading.load_results` of
         ``out_dir``) as a DataFrame.
 
     Raises:
@@ -304,7 +304,7 @@ def run_grid(
         RunsFailedError: after every other run was computed and saved, when some runs failed
             on every attempt (chained to the first failure's exception for in-process runs).
     """
-    from .analysis import load_results
+    from .reading import load_results
 
     max_runs = _check_max_runs(max_runs)
     retries = _check_retries(retries)

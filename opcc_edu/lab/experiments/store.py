@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from ...io import FileLock
-from ...names import METRICS, TIE_FAIR_METRICS
+from ...names import TIE_FAIR_METRICS
 from .records import (
     RECORD_FORMAT,
     RECORD_FORMAT_V1,
@@ -72,9 +72,9 @@ from .records import (
     RunRecord,
     StoreWarning,
     atomic_write,
-    cell,
     project_row,
     read_table,
+    recompute_tie_fair,
     render_table,
     upgrade_row,
 )
@@ -96,64 +96,6 @@ def _read_results(path: Path) -> tuple[list[list[str]], bool, bool]:
     if old_ok:
         return [upgrade_row(row) for row in old_rows], True, True
     return [], False, False
-
-
-def recompute_tie_fair(record: RunRecord, values_path: str | os.PathLike) -> tuple[list[list[str]] | None, str]:
-    """A run's rows with their tie-fair cells computed from its kept member values.
-
-    The values are rescored exactly as the runner scored them
-    (:func:`opcc_edu.lab.experiments.answers.score_run`; for the no-model heuristic, its
-    answers rebuilt from the kept scores: prediction ``score_a < score_b``, confidence
-    ``|score_a - score_b|``). Every recorded paper metric and ``n`` must come out cell for cell
-    as recorded, or nothing is filled: values that do not reproduce a run's table would give it
-    tie-fair numbers of other answers.
-
-    Args:
-        record: the run (its rows in :data:`RESULT_COLUMNS`, tie-fair cells empty or not).
-        values_path: its ``values/<run>.npz``.
-
-    Returns:
-        ``(rows, "")`` with the paper's cells verbatim and the tie-fair cells filled, or
-        ``(None, reason)`` when they cannot be computed.
-    """
-    import numpy as np
-
-    from ...confidence import CONFIDENCE_FUNCTIONS
-    from ...io import CorruptFileError, load_npz
-    from .answers import RunValues, score_run
-
-    path = Path(values_path)
-    if not path.exists():
-        return None, f"its member values were not kept ({path.name} is missing)"
-    try:
-        arrays, _ = load_npz(path)
-        values = RunValues(arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"])
-    except (CorruptFileError, OSError, KeyError, ValueError) as exc:
-        return None, f"its member values cannot be read ({exc.__class__.__name__}: {exc})"
-    rows = [dict(zip(RESULT_COLUMNS, row, strict=True)) for row in record.rows]
-    names = list(dict.fromkeys(row["confidence"] for row in rows))
-    counts = sorted({int(row["ensemble_count"]) for row in rows})
-    if set(names) <= set(CONFIDENCE_FUNCTIONS):
-        scored = score_run(values, confidences=names, ensemble_counts=counts)
-    elif names == ["heuristic"] and values.ensemble_size == 1:
-        score_a, score_b = values.values_a[:, 0], values.values_b[:, 0]
-        answers = {"heuristic": ((score_a < score_b).astype(np.int8), np.abs(score_a - score_b))}
-        rule = RunValues(values.values_a, values.values_b, values.target, values.horizon, answers=answers)
-        scored = score_run(rule)
-    else:
-        return None, f"its confidence names {names} cannot be rescored from member values"
-    lookup = {(str(row["horizon"]), str(row["confidence"]), str(row["ensemble_count"])): row for row in scored}
-    out = []
-    for row in rows:
-        fresh = lookup.get((row["horizon"], row["confidence"], row["ensemble_count"]))
-        if fresh is None:
-            return None, f"its values give no row for {row['horizon']}/{row['confidence']}/{row['ensemble_count']}"
-        recorded = [row[m] for m in METRICS] + [row["n"], row["ensemble_size"]]
-        rescored = [cell(float(fresh[m])) for m in METRICS] + [cell(int(fresh["n"])), cell(int(fresh["ensemble_size"]))]
-        if recorded != rescored:
-            return None, "its member values do not reproduce its recorded metrics"
-        out.append([cell(float(fresh[c])) if c in TIE_FAIR_METRICS else row[c] for c in RESULT_COLUMNS])
-    return out, ""
 
 
 # --------------------------------------------------------------------------------------------

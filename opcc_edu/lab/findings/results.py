@@ -13,6 +13,7 @@ from ...config import Profile, get_profile
 from ...display import explore
 from ...names import METRICS, TIE_FAIR_METRICS
 from .. import experiments as ex
+from ..experiments.reading import grid_compute_text
 from .verdicts import agreement_summary, level_findings, level_titles
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ def show_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         recipe = ex.results_recipe(entry.directory)
         display_markdown(
             f"**Profile `{name}`, `{recipe}` query sets** — {len(used)} runs, {seconds:.0f} s of compute; "
-            f"the whole grid: {ex.analysis.grid_compute_text(entry.directory)}"
+            f"the whole grid: {grid_compute_text(entry.directory)}"
         )
         print("machine:", "; ".join(sorted({s["machine"] for s in sessions})))
         for command in dict.fromkeys(s["command"] for s in sessions if s.get("label") == entry.ablation.name):
