@@ -30,7 +30,7 @@ partial file behind.
 asset file; deleting a sidecar cannot skip that check, and a modified asset raises
 :class:`AssetIntegrityError` naming the file and how to restore it. Writing an asset through
 this module records its new digest in the manifest (so ``opcc-edu build`` keeps it current);
-``python scripts/update_manifest.py`` regenerates the whole manifest.
+``python scripts/update_manifest.py`` regenerates the whole manifest (:mod:`opcc_edu.build.manifest`).
 """
 
 from __future__ import annotations
@@ -96,14 +96,14 @@ def _checksum_path(path: Path) -> Path:
 # --------------------------------------------------------------------------------------------
 # The asset manifest
 # --------------------------------------------------------------------------------------------
-def _assets_root() -> Path:
+def assets_root() -> Path:
     return Path(ASSETS_DIR)  # read at call time, so that a test can point it at a copy
 
 
 def is_shipped_asset(path: str | os.PathLike) -> bool:
     """Whether ``path`` lies under the package's assets folder (:data:`ASSETS_DIR`)."""
     try:
-        Path(path).resolve().relative_to(_assets_root().resolve())
+        Path(path).resolve().relative_to(assets_root().resolve())
     except ValueError:
         return False
     return True
@@ -112,29 +112,16 @@ def is_shipped_asset(path: str | os.PathLike) -> bool:
 def _source_relative(path: Path) -> str:
     """``path`` relative to the folder holding the package (a source checkout's root), if inside."""
     try:
-        return Path(path).resolve().relative_to(_assets_root().resolve().parent.parent).as_posix()
+        return Path(path).resolve().relative_to(assets_root().resolve().parent.parent).as_posix()
     except ValueError:
         return str(path)
 
 
-def _is_asset_file(relative: Path) -> bool:
+def is_asset_file(relative: Path) -> bool:
+    """Whether a path relative to the assets folder is an asset (not a sidecar, the manifest or hidden)."""
     name = relative.name
     hidden = any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
     return not hidden and not name.endswith(".sha256") and relative.as_posix() != MANIFEST_NAME
-
-
-def asset_files(root: str | os.PathLike | None = None) -> list[str]:
-    """The files a manifest of ``root`` (default :data:`ASSETS_DIR`) must list, as sorted POSIX
-    paths relative to it: every file except ``.sha256`` sidecars, the manifest, hidden files."""
-    root = Path(root) if root is not None else _assets_root()
-    files = (p.relative_to(root) for p in root.rglob("*") if p.is_file())
-    return sorted(p.as_posix() for p in files if _is_asset_file(p))
-
-
-def compute_manifest(root: str | os.PathLike | None = None) -> dict[str, str]:
-    """``{relative path: sha256}`` of every file of :func:`asset_files` as it is on disk now."""
-    root = Path(root) if root is not None else _assets_root()
-    return {rel: sha256_file(root / rel) for rel in asset_files(root)}
 
 
 def read_manifest(root: str | os.PathLike | None = None) -> dict[str, str]:
@@ -143,7 +130,7 @@ def read_manifest(root: str | os.PathLike | None = None) -> dict[str, str]:
     Raises:
         AssetIntegrityError: the manifest is missing or cannot be parsed.
     """
-    path = (Path(root) if root is not None else _assets_root()) / MANIFEST_NAME
+    path = (Path(root) if root is not None else assets_root()) / MANIFEST_NAME
     try:
         files = json.loads(path.read_text(encoding="utf-8"))["files"]
     except FileNotFoundError:
@@ -157,7 +144,7 @@ def read_manifest(root: str | os.PathLike | None = None) -> dict[str, str]:
     return {str(key): str(value) for key, value in files.items()}
 
 
-def _manifest_text(files: Mapping[str, str]) -> str:
+def manifest_text(files: Mapping[str, str]) -> str:
     payload = {
         "about": "SHA-256 of every shipped asset; regenerate with `python scripts/update_manifest.py`",
         "algorithm": "sha256",
@@ -166,35 +153,8 @@ def _manifest_text(files: Mapping[str, str]) -> str:
     return json.dumps(payload, indent=1) + "\n"
 
 
-def write_manifest(root: str | os.PathLike | None = None) -> Path:
-    """Record the current digest of every asset file under ``root`` (default
-    :data:`ASSETS_DIR`) in its ``MANIFEST.json``, dropping entries of files that are gone."""
-    root = Path(root) if root is not None else _assets_root()
-    with FileLock(root):
-        return atomic_write_text(root / MANIFEST_NAME, _manifest_text(compute_manifest(root)))
-
-
-def manifest_problems(root: str | os.PathLike | None = None) -> list[str]:
-    """What differs between the manifest of ``root`` and the files: one line per problem
-    (an unlisted file, a listed file that is missing, a digest that does not match)."""
-    root = Path(root) if root is not None else _assets_root()
-    try:
-        recorded = read_manifest(root)
-    except AssetIntegrityError as exc:
-        return [str(exc)]
-    actual = compute_manifest(root)
-    problems = [f"{rel}: not listed in the manifest" for rel in sorted(set(actual) - set(recorded))]
-    problems += [f"{rel}: listed in the manifest but missing" for rel in sorted(set(recorded) - set(actual))]
-    problems += [
-        f"{rel}: sha256 {actual[rel]} differs from the manifest's {recorded[rel]}"
-        for rel in sorted(set(actual) & set(recorded))
-        if actual[rel] != recorded[rel]
-    ]
-    return problems
-
-
 def _check_asset_digest(path: Path, actual: str) -> None:
-    root = _assets_root().resolve()
+    root = assets_root().resolve()
     rel = path.resolve().relative_to(root).as_posix()
     expected = read_manifest(root).get(rel)
     hint = _RESTORE_HINT.format(rel=_source_relative(path))
@@ -205,20 +165,6 @@ def _check_asset_digest(path: Path, actual: str) -> None:
             f"{path}: shipped asset was modified or damaged (sha256 {actual[:12]}..., manifest {expected[:12]}...); "
             f"{hint}"
         )
-
-
-def verify_asset(path: str | os.PathLike) -> str:
-    """Check a shipped asset against the manifest and return its SHA-256.
-
-    Raises:
-        FileNotFoundError: no such file.
-        AssetIntegrityError: it is not listed, or its digest differs (the message says how to
-            restore it).
-    """
-    path = Path(path)
-    digest = sha256_file(path)
-    _check_asset_digest(path, digest)
-    return digest
 
 
 def read_asset_text(path: str | os.PathLike) -> str:
@@ -237,9 +183,9 @@ def read_asset_text(path: str | os.PathLike) -> str:
 
 
 def _record_asset(path: Path, digest: str) -> None:
-    root = _assets_root().resolve()
+    root = assets_root().resolve()
     rel = path.resolve().relative_to(root)
-    if not _is_asset_file(rel):
+    if not is_asset_file(rel):
         return
     with FileLock(root):
         try:
@@ -247,7 +193,7 @@ def _record_asset(path: Path, digest: str) -> None:
         except AssetIntegrityError:
             files = {}
         files[rel.as_posix()] = digest
-        atomic_write_text(root / MANIFEST_NAME, _manifest_text(files))
+        atomic_write_text(root / MANIFEST_NAME, manifest_text(files))
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ importable), so any layer may use it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import shlex
@@ -25,6 +24,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
+
+from .io import sha256_file
 
 __all__ = [
     "DEFAULT_PACKAGES",
@@ -86,15 +87,6 @@ def machine_description() -> str:
         parts.append(f"GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU")
     parts.append(f"Python {platform.python_version()}")
     return "; ".join(parts)
-
-
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    """The hex sha256 digest of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def file_checksums(paths: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opcc_edu.io import ASSETS_DIR, asset_files, manifest_problems, write_manifest
+from opcc_edu.build.manifest import asset_files, manifest_problems, write_manifest
+from opcc_edu.io import ASSETS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,9 @@ Run through ``opcc-edu build policies|queries ENV``; every file they write recor
 seed. They import the core (:mod:`opcc_edu`), never the reverse; a student reads them to see how a
 benchmark is built, and never needs them to use one.
 
+* :mod:`opcc_edu.build.evaluation` -- evaluating actors and checkpoints in lockstep.
 * :mod:`opcc_edu.build.levels` -- candidate checkpoints and the choice of quality levels.
+* :mod:`opcc_edu.build.table` -- the shipped policies beside the paper's Table 9.
 * :mod:`opcc_edu.build.policies` -- :func:`build_query_policies`, :func:`build_behavior_policies`.
 * :mod:`opcc_edu.build.recipe` -- :class:`QueryRecipe`, the knobs of a query set's construction.
 * :mod:`opcc_edu.build.starts` -- candidate start states (:func:`collect_start_states`).
@@ -16,6 +18,7 @@ benchmark is built, and never needs them to use one.
 * :mod:`opcc_edu.build.metadata` -- the provenance a built query set records.
 """
 
+from .evaluation import EVAL_EPISODES, EVAL_SEED, CheckpointReturns, evaluate_actor, evaluate_checkpoints
 from .levels import checkpoint_plan, checkpoint_schedule, select_levels, select_medium
 from .metadata import QUERY_PACKAGES, SEMANTICS, query_set_metadata
 from .paper_recipe import PAPER_MIN_GAP, PAPER_NOISE_STD, PaperRecipe, collect_pool_states, paper_filter
@@ -30,8 +33,16 @@ from .policies import (
 from .queries import build_and_save_query_set, build_command, build_query_set, query_set_summary, resolve_recipe
 from .recipe import DEFAULT_N_QUERIES, DEFAULT_SEED, QueryRecipe
 from .starts import MIXED_RANDOM_FRACTION, NOISY_ACTION_STD, StartStates, collect_start_states
+from .table import PAPER_TABLE9, paper_policy_table
 
 __all__ = [
+    "EVAL_EPISODES",
+    "EVAL_SEED",
+    "CheckpointReturns",
+    "PAPER_TABLE9",
+    "evaluate_actor",
+    "evaluate_checkpoints",
+    "paper_policy_table",
     "BEHAVIOR_SEED",
     "QUERY_POLICY_SEED",
     "build_behavior_policies",

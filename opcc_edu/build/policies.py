@@ -22,12 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from opcc_edu.build.evaluation import EVAL_EPISODES, EVAL_SEED, CheckpointReturns, evaluate_checkpoints
+
 from ..config import Profile, get_profile
 from ..envs import ENV_NAMES, LOCOMOTION_NAMES
 from ..io import atomic_write_text, locked_json
 from ..policies.actor import load_actor, save_actor
 from ..policies.assets import ASSETS_DIR, BEHAVIOR_FILE, POLICY_LEVELS, POLICY_TABLE_FILE
-from ..policies.evaluation import EVAL_EPISODES, EVAL_SEED, CheckpointReturns, evaluate_checkpoints
 from ..policies.ppo import PPOConfig, default_ppo_config, train_ppo, training_package_versions
 from ..provenance import command_line
 from ..utils import cache_dir, check_choice, check_positive_int, single_threaded

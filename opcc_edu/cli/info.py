@@ -7,12 +7,12 @@ import importlib
 
 from .options import UsageError, add_recipe, environment
 
-#: Modules that contribute a section to ``opcc-edu info`` through ``info_lines() -> list[str]``.
+#: The sections of ``opcc-edu info``: ``"module:function"``, a function ``() -> list[str]``.
 INFO_PROVIDERS: tuple[str, ...] = (
-    "opcc_edu.policies",
-    "opcc_edu.queries",
-    "opcc_edu.datasets",
-    "opcc_edu.lab.experiments",
+    "opcc_edu.build.table:info_lines",
+    "opcc_edu.cli.sections:queries_lines",
+    "opcc_edu.cli.sections:datasets_lines",
+    "opcc_edu.lab.experiments:info_lines",
 )
 
 
@@ -73,10 +73,11 @@ def _info(args: argparse.Namespace) -> int:
         raise UsageError("ENV is given only with the topic 'queries' (opcc-edu info queries ENV)")
     for line in environment_lines():
         print(line)
-    for module_name in INFO_PROVIDERS:
+    for provider in INFO_PROVIDERS:
         print()
+        module_name, function = provider.split(":")
         try:
-            lines = importlib.import_module(module_name).info_lines()
+            lines = getattr(importlib.import_module(module_name), function)()
         except ImportError as exc:  # one missing subsystem must not hide the others
             lines = [f"{module_name}: unavailable ({exc})"]
         for line in lines:

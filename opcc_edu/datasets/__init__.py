@@ -126,32 +126,6 @@ def dataset_summary(env_name: str, name: str | None = None, size: int | None = N
     return summarize_dataset(load_dataset(env_name, name, size, seed, progress=False))
 
 
-def info_lines() -> list[str]:
-    """The datasets section of ``opcc-edu info``: names per environment and the cached files."""
-    from ..envs import ENV_NAMES
-
-    lines = ["Datasets (D4RL format; `opcc-edu build datasets ENV [NAME]` generates them):"]
-    for env_name in ENV_NAMES:
-        names = ", ".join(f"{n}*" if n == DEFAULT_DATASET[env_name] else n for n in dataset_names(env_name))
-        lines.append(f"  {env_name:<15} {names}")
-    lines.append("  (* default)")
-    cached = list_cached()
-    lines.append(f"Cached datasets in {dataset_cache_dir(create=False)}: {len(cached)}")
-    if cached:
-        lines.append(
-            f"  {'env':<15} {'name':<14} {'seed':>4} {'transitions':>11} {'episodes':>8} "
-            f"{'mean return':>11} {'max return':>10} {'MB':>7}"
-        )
-    for c in cached:
-        s = c.summary or {}
-        lines.append(
-            f"  {c.env_name:<15} {c.name:<14} {c.seed:>4} {c.size:>11,} {s.get('episodes', float('nan')):>8} "
-            f"{s.get('mean_episode_return', float('nan')):>11.1f} {s.get('max_episode_return', float('nan')):>10.1f} "
-            f"{c.megabytes:>7.1f}"
-        )
-    return lines
-
-
 __all__ = [
     "DATA_FORMAT_VERSION",
     "DATASET_NAMES",
@@ -172,7 +146,6 @@ __all__ = [
     "episode_returns",
     "generate_dataset",
     "get_recipe",
-    "info_lines",
     "iterate_episodes",
     "list_cached",
     "load_d4rl_hdf5",

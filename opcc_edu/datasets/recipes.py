@@ -62,19 +62,17 @@ def dataset_names(env_name: str) -> tuple[str, ...]:
 
 
 def resolve_dataset(env_name: str, name: str | None = None) -> str:
-    """The dataset ``name`` checked for ``env_name``, or the environment's default when None.
+    """The dataset ``name`` of ``env_name``, or the environment's default when None.
 
     The one place a default dataset is chosen (:data:`DEFAULT_DATASET`): the command line and
-    :func:`opcc_edu.baselines.run_end_to_end` resolve once and pass the name on.
+    :func:`opcc_edu.baselines.run_end_to_end` resolve once and pass the name on. A given name is
+    returned as it is: it may label transitions passed in directly; loading checks it
+    (:func:`get_recipe`).
 
     Raises:
-        ValueError: an unknown environment or dataset name (the message lists the valid ones).
+        ValueError: an unknown environment (the message lists the valid ones).
     """
-    spec = get_spec(env_name)
-    if name is None:
-        return DEFAULT_DATASET[spec.name]
-    check_choice(name, dataset_names(spec.name), f"dataset name for {spec.name}")
-    return name
+    return DEFAULT_DATASET[get_spec(env_name).name] if name is None else name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,9 +13,7 @@ One concept per module:
 * :mod:`~opcc_edu.policies.shaping` -- :class:`MazeDistance`, the mazes' dense training reward.
 * :mod:`~opcc_edu.policies.ppo` -- :class:`PPOConfig` and :func:`train_ppo` (deterministic,
   checkpointed, with a per-transition callback) and :func:`actor_from_sb3`.
-* :mod:`~opcc_edu.policies.evaluation` -- :func:`evaluate_actor`, :func:`evaluate_checkpoints`.
 * :mod:`~opcc_edu.policies.assets` -- loading the shipped policies and their records.
-* :mod:`~opcc_edu.policies.table` -- the paper's Table 9 and the ``opcc-edu info`` section.
 * :mod:`~opcc_edu.policies.replay` -- :func:`replay_behavior_run` (rebuilds medium-replay).
 
 Building them (choosing checkpoints of distinct quality, ``opcc-edu build policies ENV``) is the
@@ -46,7 +44,6 @@ from .assets import (
     policy_table,
     policy_table_records,
 )
-from .evaluation import EVAL_EPISODES, EVAL_SEED, CheckpointReturns, evaluate_actor, evaluate_checkpoints
 from .ppo import (
     RUN_FORMAT,
     TRAINING_PACKAGES,
@@ -60,22 +57,17 @@ from .ppo import (
 )
 from .replay import replay_behavior_run
 from .shaping import MazeDistance
-from .table import PAPER_TABLE9, info_lines, paper_policy_table
 
 __all__ = [
     "ASSETS_DIR",
     "BEHAVIOR_FILE",
     "BEHAVIOR_KINDS",
-    "EVAL_EPISODES",
-    "EVAL_SEED",
     "OBS_CLIP",
-    "PAPER_TABLE9",
     "POLICY_LEVELS",
     "POLICY_TABLE_FILE",
     "RUN_FORMAT",
     "TRAINING_PACKAGES",
     "Actor",
-    "CheckpointReturns",
     "MazeDistance",
     "PPOConfig",
     "StackedActors",
@@ -85,14 +77,10 @@ __all__ = [
     "behavior_policy_path",
     "behavior_train_args",
     "default_ppo_config",
-    "evaluate_actor",
-    "evaluate_checkpoints",
-    "info_lines",
     "load_actor",
     "load_behavior_policy",
     "load_policies",
     "load_policy",
-    "paper_policy_table",
     "policy_checksums",
     "policy_path",
     "policy_table",

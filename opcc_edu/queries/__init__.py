@@ -19,7 +19,7 @@ from .filtering import LOCOMOTION_MIN_GAP, MAZE_MIN_GAP_FRACTION, gap_rule, gap_
 from .labelling import observations, recompute_values, simulate_both_sides
 from .metadata import CALLER_POLICIES, policy_checksums, verify_policies
 from .queryset import QuerySet
-from .shipped import QUERIES_DIR, info_lines, load_queries, query_set_path, recipe_of
+from .shipped import QUERIES_DIR, load_queries, query_set_path, recipe_of
 
 __all__ = [
     "CALLER_POLICIES",
@@ -32,7 +32,6 @@ __all__ = [
     "QuerySet",
     "gap_rule",
     "gap_threshold",
-    "info_lines",
     "load_queries",
     "observations",
     "policy_checksums",

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from ..envs import ENV_NAMES, get_spec
+from ..envs import get_spec
 from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ..utils import check_choice
-from .filtering import gap_rule
 from .metadata import verify_policies
 from .queryset import QuerySet
 
@@ -74,32 +71,3 @@ def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool
     if verify:
         verify_policies(queries)
     return queries
-
-
-def info_lines() -> list[str]:
-    """Lines for ``opcc-edu info``: the shipped query sets of both recipes."""
-    lines = ["Query sets (paper Table 8: 1500 queries per environment; horizons 10-50):"]
-    lines.append(
-        f"  {'recipe':<6} {'env':<15} {'queries':>7} {'same-state':>10} {'V_a<V_b':>8} {'median gap':>10}  filter"
-    )
-    for recipe, name in ((r, n) for r in QUERY_RECIPES for n in ENV_NAMES):
-        path = query_set_path(name, recipe)
-        if not path.exists():
-            lines.append(f"  {recipe:<6} {name:<15} {'not built':>7}")
-            continue
-        try:
-            queries = QuerySet.load(path)
-        except (ValueError, OSError) as exc:
-            lines.append(f"  {recipe:<6} {name:<15} unreadable ({exc})")
-            continue
-        try:
-            verify_policies(queries)
-            stale = ""
-        except ValueError:
-            stale = "  [stale: the shipped policies changed since it was built]"
-        lines.append(
-            f"  {recipe:<6} {name:<15} {len(queries):>7} {int(queries.same_state.sum()):>10} "
-            f"{queries.target.mean():>8.2f} {np.median(queries.gap):>10.2f}  "
-            f"{queries.metadata.get('filter_rule', gap_rule(name))}{stale}"
-        )
-    return lines

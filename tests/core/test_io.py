@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import opcc_edu.io as io_module
+from opcc_edu.build import manifest
 from opcc_edu.io import (
     CorruptFileError,
     atomic_write_text,
@@ -181,11 +182,11 @@ def test_only_leftover_temporary_files_are_removed(tmp_path):
 # --------------------------------------------------------------------------------------------
 def test_manifest_lists_every_shipped_asset_with_its_digest():
     recorded = io_module.read_manifest()
-    files = io_module.asset_files()
+    files = manifest.asset_files()
     assert sorted(recorded) == files, "run `python scripts/update_manifest.py`"
     assert any(f.endswith(".safetensors") for f in files) and any(f.endswith(".npz") for f in files)
     assert "paper_results.csv" in files and "policies/policy_table.json" in files
-    assert io_module.manifest_problems() == []
+    assert manifest.manifest_problems() == []
     for rel, digest in recorded.items():
         assert io_module.sha256_file(io_module.ASSETS_DIR / rel) == digest, rel
         sidecar = io_module.ASSETS_DIR / (rel + ".sha256")
@@ -199,13 +200,13 @@ def test_manifest_problems_and_rewrite(tmp_path):
     (root / "sub" / "a.json").write_text("{}")
     (root / "sub" / "a.json.sha256").write_text("x")
     (root / ".hidden.tmp").write_text("x")
-    assert "missing" in io_module.manifest_problems(root)[0]
-    io_module.write_manifest(root)
+    assert "missing" in manifest.manifest_problems(root)[0]
+    manifest.write_manifest(root)
     assert io_module.read_manifest(root) == {"sub/a.json": io_module.sha256_file(root / "sub" / "a.json")}
-    assert io_module.manifest_problems(root) == []
+    assert manifest.manifest_problems(root) == []
     (root / "sub" / "a.json").write_text("[]")
     (root / "b.csv").write_text("x")
-    assert io_module.manifest_problems(root) == [
+    assert manifest.manifest_problems(root) == [
         "b.csv: not listed in the manifest",
         f"sub/a.json: sha256 {io_module.sha256_file(root / 'sub' / 'a.json')} differs from the manifest's "
         f"{io_module.read_manifest(root)['sub/a.json']}",

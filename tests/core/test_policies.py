@@ -234,8 +234,8 @@ def test_actor_from_sb3_matches_the_sb3_policy():
 
 def test_evaluate_actor_is_reproducible_and_prefix_stable():
     actor = Actor(4, 2)
-    a = policies.evaluate_actor("maze2d-open", actor, episodes=3, seed=5)
-    b = policies.evaluate_actor("maze2d-open", actor, episodes=2, seed=5)
+    a = builders.evaluate_actor("maze2d-open", actor, episodes=3, seed=5)
+    b = builders.evaluate_actor("maze2d-open", actor, episodes=2, seed=5)
     assert a.shape == (3,) and np.array_equal(a[:2], b)
     assert np.all((a >= 0) & (a <= get_spec("maze2d-open").max_episode_steps))
 
@@ -261,7 +261,7 @@ def test_build_entry_points_write_assets_that_replay(tmp_path):
     assert list(table["level"]) == list(POLICY_LEVELS) and set(table["env"]) == {"halfcheetah"}
     actor, meta = load_actor(tmp_path / "policies" / "halfcheetah" / "level2.safetensors")
     assert meta["level"] == 2 and "command" in meta and meta["train_seed"] == builders.QUERY_POLICY_SEED
-    again = policies.evaluate_actor("halfcheetah", actor, episodes=2, seed=rows[1]["eval_seed"])
+    again = builders.evaluate_actor("halfcheetah", actor, episodes=2, seed=rows[1]["eval_seed"])
     assert np.allclose(again, rows[1]["returns"], atol=1e-9)
 
     entry = builders.build_behavior_policies(
@@ -302,9 +302,9 @@ def test_select_medium_stops_early():
 
 
 def test_paper_table9_golden_values():
-    paper = policies.paper_policy_table("halfcheetah")
+    paper = builders.paper_policy_table("halfcheetah")
     assert list(paper["mean_return"]) == [1168, 1044, 785, 94]
-    assert len(policies.paper_policy_table()) == 4 * len(ENV_NAMES)
+    assert len(builders.paper_policy_table()) == 4 * len(ENV_NAMES)
 
 
 def test_bad_arguments_name_the_valid_choices():
@@ -375,7 +375,7 @@ needs_shipped = pytest.mark.skipif(
 def test_shipped_levels_differ_clearly(env_name):
     table = policies.policy_table(env_name)
     assert list(table["level"]) == list(POLICY_LEVELS)
-    assert (table["episodes"] == policies.EVAL_EPISODES).all()
+    assert (table["episodes"] == builders.EVAL_EPISODES).all()
     means = table["mean_return"].to_numpy()
     spread = means[0] - means[-1]
     assert spread > 0
@@ -401,7 +401,7 @@ def test_shipped_table_is_honest():
     assert "package_versions" in records
     row = next(r for r in records["rows"] if r["env"] == "maze2d-open" and r["level"] == 1)
     assert "command" in row and "train_seed" in row
-    again = policies.evaluate_actor(
+    again = builders.evaluate_actor(
         "maze2d-open", policies.load_policy("maze2d-open", 1), episodes=2, seed=row["eval_seed"]
     )
     assert np.allclose(again, row["returns"][:2], atol=1e-9)

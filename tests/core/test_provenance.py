@@ -30,9 +30,9 @@ def test_package_versions_marks_missing_packages():
 
 def test_checksums_match_hashlib(tmp_path):
     path = tmp_path / "x.bin"
-    payload = bytes(range(256)) * 5000
+    payload = bytes(range(256)) * 5000 + b"tail"  # over the 1 MiB read size: several blocks
     path.write_bytes(payload)
-    assert sha256_file(path, chunk=1000) == hashlib.sha256(payload).hexdigest()
+    assert sha256_file(path) == hashlib.sha256(payload).hexdigest()
     assert file_checksums({"x": path}) == {"x": hashlib.sha256(payload).hexdigest()}
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..envs import get_spec, make_env
-from ..utils import check_positive_int
-from .actor import Actor, load_actor
+from opcc_edu.envs import get_spec, make_env
+from opcc_edu.policies.actor import Actor, load_actor
+from opcc_edu.utils import check_positive_int
 
 EVAL_EPISODES = 20
 """Episodes per policy in the Table 9 analogue (the paper's count)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..envs import ENV_NAMES, LOCOMOTION_NAMES
-from ..utils import check_choice
-from .assets import POLICY_LEVELS, behavior_info, policy_table
-from .evaluation import EVAL_EPISODES
+from opcc_edu.build.evaluation import EVAL_EPISODES
+from opcc_edu.envs import ENV_NAMES, LOCOMOTION_NAMES
+from opcc_edu.policies.assets import POLICY_LEVELS, behavior_info, policy_table
+from opcc_edu.utils import check_choice
 
 if TYPE_CHECKING:
     import pandas as pd
