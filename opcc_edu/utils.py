@@ -82,6 +82,18 @@ def cache_root() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "opcc_edu"
 
 
+def redirect_torch_caches() -> None:
+    """Send torch's compile caches under the package's cache instead of the temp directory.
+
+    Importing ``torch._dynamo`` (an optimizer step does) creates ``$TMPDIR/torchinductor_<user>``;
+    this sets ``TORCHINDUCTOR_CACHE_DIR`` (and ``TRITON_CACHE_DIR`` for GPU kernels) to folders of
+    :func:`cache_root` unless the user set them. Called when :mod:`opcc_edu` is imported.
+    """
+    root = cache_root()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "torchinductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+
+
 def cache_hint(path: str | os.PathLike) -> str:
     """``"; ..."`` advice naming ``$OPCC_EDU_CACHE`` when ``path`` lies in the cache, else ``""``.
 

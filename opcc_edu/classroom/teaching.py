@@ -1,34 +1,29 @@
-"""Classroom assignments: build the student and autograder versions, grade a batch of submissions.
+"""Classroom assignments: build the student and autograder versions (grading: :mod:`.grading`).
 
 Each assignment is one source notebook under ``assignments/source/`` in Otter-Grader's format:
 questions with points, solution blocks, public tests (students run them with
-``grader.check("q1")``) and hidden tests (used only for grading). Two steps wrap Otter:
+``grader.check("q1")``) and hidden tests. :func:`build_assignment` runs ``otter assign``: it
+writes ``student/`` (the notebook without solutions, with the public tests) and ``autograder/``
+(the solution notebook, every test and the autograder zip) for one assignment, and adds to the
+zip ``opcc/expected.json``: the hidden inputs and the expected values that trusted code computes
+at build time (:mod:`opcc_edu.classroom.checks`), against which the grader compares, outside
+the student's process, what a submission's functions and values give.
 
-* :func:`build_assignment` runs ``otter assign``: it writes ``student/`` (the notebook without
-  solutions, with the public tests) and ``autograder/`` (the solution notebook, every test and
-  the autograder zip) for one assignment.
-* :func:`grade_submissions` runs ``otter run`` (no Docker) on each submission and returns one
-  :class:`QuestionGrade` per student and question; :func:`write_grades` saves them as CSV.
+Why Otter-Grader: it strips solutions, keeps hidden tests out of the student notebook, lets
+students self-check (on Colab too), and its zip runs on Gradescope and in ``otter grade``'s
+containers (``--docker``). Local grading does not use ``otter run``, which runs the tests inside
+the student's kernel: see :mod:`opcc_edu.classroom.grading` for why and how.
 
-Why Otter-Grader and not a grader of our own: it already strips solutions, keeps hidden tests
-out of the student notebook, lets students self-check (on Colab too) and is what teachers of
-notebook courses use. What it does not give a batch of submissions is robustness, so every
-submission is graded in its own ``otter run`` process with a time limit, in its own process
-group: a submission that is not a notebook, raises, hangs or kills its kernel scores 0 on the
-questions it affects, with the reason in the grade sheet, and the batch goes on.
-
-Grading executes the students' code on the grading machine, with the grader's permissions.
+The grading API is re-exported here (:func:`grade_submission`, :func:`grade_submissions`,
+:func:`write_grades`, :func:`read_grades`, :class:`QuestionGrade`).
 """
 
 from __future__ import annotations
 
-import ast
-import csv
 import glob
 import io
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -36,23 +31,12 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import atomic_write_text
-from ..utils import check_choice, check_positive_int
-
-#: The assignments, in teaching order: name (the source notebook's stem) -> title.
-ASSIGNMENTS: dict[str, str] = {
-    "finite_horizon_values": "Finite-horizon values",
-    "risk_coverage_metrics": "Risk-coverage metrics from scratch",
-    "ensemble_confidence": "Confidence from an ensemble",
-    "design_confidence": "Design a confidence function",
-    "mini_ablation": "Mini-research: one ablation",
-}
-
-#: Seconds one submission may take to be graded (each assignment runs in well under 5 minutes).
-DEFAULT_TIMEOUT = 600.0
+from ..io import atomic_write_bytes, atomic_write_text
+from ..utils import check_choice
+from .catalog import ASSIGNMENTS, EXPECTED_MEMBER, declared_constants, question_order
 
 #: Seconds ``otter assign`` may take for one assignment.
 BUILD_TIMEOUT = 600.0
@@ -203,7 +187,8 @@ def build_assignment(
         zips = sorted(glob.glob(str(built / "autograder" / f"{name}-autograder_*.zip")))
         if len(zips) != 1:
             raise RuntimeError(f"otter assign wrote {len(zips)} autograder zips for {name!r}, expected 1")
-        os.replace(zips[0], built / "autograder" / f"{name}-autograder.zip")
+        _add_expected_values(name, Path(zips[0]), built / "autograder" / f"{name}-autograder.zip", built)
+        Path(zips[0]).unlink()
         target = root / name
         if target.exists():
             shutil.rmtree(target)
@@ -216,6 +201,30 @@ def build_assignment(
         student_tests=target / "student" / "tests",
         autograder_zip=target / "autograder" / f"{name}-autograder.zip",
     )
+
+
+def _add_expected_values(name: str, otter_zip: Path, target: Path, built: Path) -> None:
+    """Write ``target``: Otter's autograder zip plus ``opcc/expected.json``, the hidden inputs and
+    expected values that trusted code computes now (:func:`opcc_edu.classroom.checks.build_expected`)
+    and the handed-out code cells (not reviewed in submissions)."""
+    from . import runner
+    from .checks import build_expected
+    from .review import given_cells
+
+    expected = build_expected(name)
+    student = json.loads((built / "student" / f"{name}.ipynb").read_text(encoding="utf-8"))
+    stored = {
+        "assignment": name,
+        "profile": expected.pop("profile"),
+        "expected": runner.encode(expected),
+        "given_cells": given_cells(student),
+    }
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(otter_zip) as source, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member in source.infolist():
+            archive.writestr(member, source.read(member.filename))
+        archive.writestr(EXPECTED_MEMBER, json.dumps(stored))
+    atomic_write_bytes(target, buffer.getvalue())
 
 
 def build_assignments(
@@ -281,35 +290,8 @@ def publish_student_versions(names: Iterable[str] | None = None, root: str | os.
 
 
 # --------------------------------------------------------------------------------------------
-# Grading
+# The autograder's points
 # --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class QuestionGrade:
-    """One row of the grade sheet: a student's score on one question.
-
-    Attributes:
-        student: who submitted (see :func:`student_id`).
-        assignment: the assignment's name.
-        question: the question's name (``q1``, ``q2``, ...).
-        points: points earned.
-        max_points: points available.
-        reason: empty for full marks; else why points were lost (a failed test's first error
-            line, or what went wrong with the whole submission).
-        submission: the graded file.
-    """
-
-    student: str
-    assignment: str
-    question: str
-    points: float
-    max_points: float
-    reason: str
-    submission: str
-
-
-GRADE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(QuestionGrade))
-
-
 def question_points(autograder_zip: str | os.PathLike) -> dict[str, float]:
     """Points available per question, read from the test files in an autograder zip.
 
@@ -323,220 +305,27 @@ def question_points(autograder_zip: str | os.PathLike) -> dict[str, float]:
         with zipfile.ZipFile(autograder_zip) as archive:
             for member in sorted(archive.namelist()):
                 if member.startswith("tests/") and member.endswith(".py"):
-                    declared = _declared_constants(archive.read(member).decode("utf-8"))
+                    declared = declared_constants(archive.read(member).decode("utf-8"))
                     points[str(declared["name"])] = float(declared["points"])
     except (zipfile.BadZipFile, KeyError, SyntaxError) as exc:
         raise ValueError(f"autograder_zip {str(autograder_zip)!r} is not an Otter autograder zip: {exc}") from exc
     if not points:
         raise ValueError(f"autograder_zip {str(autograder_zip)!r} holds no test files (tests/*.py)")
-    return dict(sorted(points.items(), key=lambda item: _question_order(item[0])))
+    return dict(sorted(points.items(), key=lambda item: question_order(item[0])))
 
 
-def _question_order(name: str) -> tuple[int, str]:
-    digits = "".join(ch for ch in name if ch.isdigit())
-    return (int(digits) if digits else 0, name)
-
-
-def _declared_constants(source: str) -> dict[str, object]:
-    constants = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                constants[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-    return constants
-
-
-def student_id(submission: str | os.PathLike, assignment: str) -> str:
-    """Who submitted: the file's stem, or its folder's name when the stem is just the assignment
-    name (as in ``alice/design_confidence.ipynb`` downloaded from a learning platform)."""
-    path = Path(submission)
-    if path.stem == assignment and path.parent.name:
-        return path.parent.name
-    return path.stem
-
-
-def _notebook_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be graded as a notebook, or None."""
-    import nbformat
-
-    if not path.exists():
-        return "file not found"
-    if not path.is_file():
-        return "not a file"
-    try:
-        notebook = nbformat.read(path, as_version=4)
-        nbformat.validate(notebook)
-    except Exception as exc:  # noqa: BLE001 - any parse failure means "not a notebook"
-        return f"not a notebook ({type(exc).__name__}: {_last_line(str(exc))[:120]})"
-    return None
-
-
-KERNEL_START_ATTEMPTS = 3
-"""How many times a submission is run when its kernel dies before it starts (a loaded machine
-can lose a kernel at start-up: the student's notebook never ran, so it is not their fault)."""
-
-_KERNEL_START_FAILURES = (
-    "Kernel died before replying to kernel_info",
-    "Kernel didn't respond in",
-    "Timeout waiting for kernel_info reply",
+from .grading import (  # noqa: E402 - the grading API, re-exported
+    DEFAULT_TIMEOUT,
+    KERNEL_START_ATTEMPTS,
+    grade_submission,
+    grade_submissions,
+    student_id,
 )
-
-
-def _kernel_failed_to_start(output: str) -> bool:
-    """Whether Otter's output says the kernel never started (so no cell of the notebook ran)."""
-    return any(marker in output for marker in _KERNEL_START_FAILURES)
-
-
-def _failure_reason(output: str) -> str:
-    """The first error of a failed question in Otter's output: ``TypeError: ...``, or for a bare
-    ``AssertionError`` the failing statement."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    for i, line in enumerate(lines):
-        match = re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt):\s*(.*)$", line)
-        if match:
-            if match.group(2) or i == 0:
-                return line[:300]
-            return f"{line} {lines[i - 1]}"[:300]
-    return "tests failed"
-
-
-def grade_submission(
-    submission: str | os.PathLike,
-    assignment: str,
-    autograder_zip: str | os.PathLike,
-    timeout: float = DEFAULT_TIMEOUT,
-    points: dict[str, float] | None = None,
-) -> list[QuestionGrade]:
-    """Grade one submission with ``otter run``; never raises for a bad submission.
-
-    Args:
-        submission: the student's ``.ipynb``.
-        assignment: the assignment's name (recorded in the rows).
-        autograder_zip: from :func:`build_assignment`.
-        timeout: seconds the grading may take before the submission scores 0 (per attempt: a
-            run whose kernel dies before it starts is retried, :data:`KERNEL_START_ATTEMPTS` in
-            all, and scores 0 with the reason only when every attempt fails that way).
-        points: :func:`question_points` of the zip (read from it when None).
-
-    Returns:
-        One :class:`QuestionGrade` per question of the autograder, in question order.
-    """
-    path = Path(submission)
-    points = question_points(autograder_zip) if points is None else points
-    student = student_id(path, assignment)
-
-    def rows_of(points_and_reason: dict[str, tuple[float, str]]) -> list[QuestionGrade]:
-        return [
-            QuestionGrade(student, assignment, q, score, points[q], reason, str(path))
-            for q, (score, reason) in points_and_reason.items()
-        ]
-
-    problem = _notebook_problem(path)
-    if problem is not None:
-        return rows_of({q: (0.0, problem) for q in points})
-    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
-        with tempfile.TemporaryDirectory(prefix="opcc-grade-") as workdir:
-            status, output = _otter(
-                ["run", "--no-logo", "-a", str(Path(autograder_zip).resolve()), "-o", workdir, str(path.resolve())],
-                timeout,
-                cwd=workdir,
-            )
-            results_path = Path(workdir) / "results.json"
-            if status is None:
-                return rows_of({q: (0.0, f"timed out after {timeout:g} s") for q in points})
-            if results_path.is_file():
-                results = json.loads(results_path.read_text(encoding="utf-8"))
-                break
-        if attempt == KERNEL_START_ATTEMPTS or not _kernel_failed_to_start(output):
-            note = f" (kernel failed to start {attempt} times)" if attempt > 1 else ""
-            return rows_of({q: (0.0, f"grader error: {_last_line(output)}{note}") for q in points})
-    graded = {test["name"]: test for test in results.get("tests", []) if "score" in test and test["name"] in points}
-    scores = {}
-    for q in points:
-        test = graded.get(q)
-        if test is None:
-            scores[q] = (0.0, "not graded (the question's tests did not run)")
-            continue
-        score = float(test["score"])
-        reason = "" if score >= points[q] - 1e-9 else _failure_reason(test.get("output", ""))
-        scores[q] = (score, reason)
-    return rows_of(scores)
-
-
-def grade_submissions(
-    assignment: str,
-    submissions: Sequence[str | os.PathLike],
-    autograder_zip: str | os.PathLike,
-    timeout: float = DEFAULT_TIMEOUT,
-    out_csv: str | os.PathLike | None = None,
-    on_graded: Callable[[list[QuestionGrade]], None] | None = None,
-    jobs: int = 1,
-) -> list[QuestionGrade]:
-    """Grade every submission (see :func:`grade_submission`) and collect the rows.
-
-    Args:
-        assignment: one of :data:`ASSIGNMENTS`.
-        submissions: the students' notebooks.
-        autograder_zip: from :func:`build_assignment`.
-        timeout: seconds per submission.
-        out_csv: if given, the grade sheet is rewritten (atomically) after every submission, so
-            an interrupted batch keeps the grades it has.
-        on_graded: called with each submission's rows when it is graded (e.g. to report progress).
-        jobs: submissions graded at the same time (each runs its own kernel).
-
-    Returns:
-        The rows, submission by submission (in the order given), question by question.
-    """
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    check_choice(assignment, ASSIGNMENTS, "assignment")
-    if not submissions:
-        raise ValueError("submissions is empty: give at least one notebook to grade")
-    jobs = check_positive_int(jobs, "jobs")
-    points = question_points(autograder_zip)
-    done: dict[int, list[QuestionGrade]] = {}
-
-    def collected() -> list[QuestionGrade]:
-        return [row for i in sorted(done) for row in done[i]]
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {
-            pool.submit(grade_submission, submission, assignment, autograder_zip, timeout, points): i
-            for i, submission in enumerate(submissions)
-        }
-        for future in as_completed(futures):
-            rows = future.result()
-            done[futures[future]] = rows
-            if out_csv is not None:
-                write_grades(collected(), out_csv)
-            if on_graded is not None:
-                on_graded(rows)
-    return collected()
-
-
-def write_grades(grades: Iterable[QuestionGrade], path: str | os.PathLike) -> Path:
-    """Write the grade sheet as CSV (columns :data:`GRADE_COLUMNS`), atomically."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=GRADE_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for grade in grades:
-        writer.writerow({**asdict(grade), "points": f"{grade.points:g}", "max_points": f"{grade.max_points:g}"})
-    return atomic_write_text(path, buffer.getvalue())
-
-
-def read_grades(path: str | os.PathLike) -> list[QuestionGrade]:
-    """Read a grade sheet written by :func:`write_grades`."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return [
-            QuestionGrade(**{**row, "points": float(row["points"]), "max_points": float(row["max_points"])})
-            for row in csv.DictReader(handle)
-        ]
-
+from .sheet import GRADE_COLUMNS, QuestionGrade, read_grades, write_grades  # noqa: E402
 
 __all__ = [
     "ASSIGNMENTS",
+    "DEFAULT_TIMEOUT",
     "GRADE_COLUMNS",
     "KERNEL_START_ATTEMPTS",
     "BuiltAssignment",

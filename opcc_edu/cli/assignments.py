@@ -59,11 +59,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     grade = add_command(
         sub,
         "grade",
-        "grade submitted notebooks (otter run, no Docker) into a CSV",
-        "Grade each submission in its own otter run process: one CSV row per student and question "
-        "(student, assignment, question, points, max_points, reason, submission). A submission that is "
-        "not a notebook, fails to run or exceeds --timeout scores 0 on the questions it affects, with "
-        "the reason; the other submissions are graded as usual.",
+        "grade submitted notebooks into a CSV (a sandbox per submission, or --docker)",
+        "Run each submission in its own sandbox (fresh HOME, IPYTHONDIR, TMPDIR and folder; limits; every "
+        "process killed at the end), then check its functions and values outside the student's process "
+        "against the expected values stored in the autograder. One CSV row per student and question "
+        "(student, assignment, question, points, max_points, reason, review, sha256, submission). A "
+        "submission that is not a notebook, fails or exceeds --timeout scores 0 on the questions it "
+        "affects, with the reason; 'review' flags code a teacher should read.",
     )
     grade.add_argument("--assignment", required=True, choices=names, metavar="NAME", help=f"one of {', '.join(names)}")
     grade.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="the students' .ipynb files")
@@ -89,6 +91,11 @@ def register(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="submissions graded at the same time, one kernel each (default 1)",
     )
+    grade.add_argument(
+        "--docker",
+        action="store_true",
+        help="hand the batch to otter grade: one container per submission, no network, the same --timeout",
+    )
     grade.set_defaults(handler=_grade)
 
 
@@ -107,9 +114,16 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from ..classroom.grading import DockerUnavailable, grade_with_docker, require_docker
+    from ..classroom.sheet import write_grades
     from ..classroom.teaching import build_assignment, grade_submissions, require_otter
 
     require_otter()
+    if args.docker:
+        try:
+            require_docker()
+        except DockerUnavailable as exc:
+            raise UsageError(str(exc)) from None
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
     out = Path(args.out)
@@ -131,9 +145,22 @@ def _grade(args: argparse.Namespace) -> int:
         zip_path = args.autograder
         if zip_path is None:
             zip_path = build_assignment(args.assignment, workdir, args.source).autograder_zip
-        rows = grade_submissions(
-            args.assignment, args.submissions, zip_path, args.timeout, out_csv=out, on_graded=report, jobs=args.jobs
-        )
+        if args.docker:
+            rows = grade_with_docker(args.assignment, args.submissions, zip_path, args.timeout, args.jobs)
+            write_grades(rows, out)
+        else:
+            rows = grade_submissions(
+                args.assignment,
+                args.submissions,
+                zip_path,
+                args.timeout,
+                out_csv=out,
+                on_graded=report,
+                jobs=args.jobs,
+                on_warning=lambda message: echo_stderr(f"warning: {message}"),
+            )
     students = len({r.submission for r in rows})
-    echo_stderr(f"{students} submission(s), {len(rows)} rows written to {out}")
+    flagged = len({r.submission for r in rows if r.review})
+    note = f"; {flagged} flagged for review (column 'review')" if flagged else ""
+    echo_stderr(f"{students} submission(s), {len(rows)} rows written to {out}{note}")
     return 0

@@ -158,3 +158,14 @@ def test_importing_the_core_and_its_lazy_exports_loads_no_wing(module):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_contributing_maps_every_module_and_no_other():
+    import re
+
+    text = (PACKAGE.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text[text.index("## The map") : text.index("## Where a new thing goes")]
+    listed = set(re.findall(r"`([\w/]+\.py)`", section))
+    actual = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")}
+    assert sorted(actual - listed) == [], "modules missing from CONTRIBUTING's map"
+    assert sorted(listed - actual) == [], "CONTRIBUTING's map lists modules that do not exist"
