@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .metrics import auroc, query_losses
 from .names import ALL_HORIZONS
 from .utils import check_choice, check_positive_int
 
@@ -264,8 +265,6 @@ def calibration_metrics(
         ``brier_calibrated``, ``auroc_calibrated`` of the cross-fitted calibration, plus
         ``accuracy`` (the share of right answers) and ``n``. JSON-ready.
     """
-    from .metrics import auroc, query_losses
-
     correct = 1 - query_losses(prediction, target)
     confidence = _as_vector(confidence, "confidence", correct.size)
     calibrated = isotonic_calibration(confidence, correct, folds=folds, seed=seed)

@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from .metrics import query_losses
 from .names import CONFIDENCE_NAMES
 from .utils import check_choice
 
@@ -269,8 +270,6 @@ def oracle_confidence(prediction: Any, target: Any) -> np.ndarray:
     Returns:
         (N,) float64 confidences, ``1 - loss``.
     """
-    from .metrics import query_losses
-
     return 1.0 - query_losses(prediction, target).astype(np.float64)
 
 

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .envs import ENV_NAMES, GOAL_RADIUS, get_spec
+from .envs import ENV_NAMES, GOAL_RADIUS, get_spec, make_env
+from .simulate.batch import LocomotionRewardSpec
 from .utils import check_choice
 
 if TYPE_CHECKING:
@@ -92,9 +93,6 @@ def reward_spec(env_name: str) -> MazeRewardSpec | LocomotionRewardSpec:
     Raises:
         ValueError: unknown ``env_name``, listing the valid ones.
     """
-    from .envs import make_env
-    from .simulate.batch import LocomotionRewardSpec
-
     _check_env(env_name)
     env = make_env(env_name)
     try:

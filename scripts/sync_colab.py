@@ -156,7 +156,7 @@ def sync_notebook(path: Path, url: str, ref: str) -> nbformat.NotebookNode:
     )
     if title is None:
         raise ValueError(f"{path}: no title cell (a markdown cell starting with '# ')")
-    cells[title].source = with_badge(cells[title].source, colab_address(url, ref, path.stem))
+    cells[title].source = with_badge(cells[title].source, colab_address(url, ref, chapter_name(path)))
     cells.insert(title + 1, install)
     for i, cell in enumerate(cells):
         marked = cell.cell_type == "code" and cell.source.startswith(CHECK_MARKER + "\n")
@@ -166,8 +166,19 @@ def sync_notebook(path: Path, url: str, ref: str) -> nbformat.NotebookNode:
     return nb
 
 
+def chapter_name(path: Path, root: Path = ROOT) -> str:
+    """A chapter's path under ``book/`` without its suffix (``lab_notes/x`` for a lab-notes page)."""
+    try:
+        return path.resolve().relative_to((root / "book").resolve()).with_suffix("").as_posix()
+    except ValueError:
+        return path.stem
+
+
 def chapters(root: Path = ROOT) -> list[Path]:
-    return sorted(p for p in (root / "book").glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    """Every notebook under ``book/`` (lab-notes pages included), not checkpoints or build output."""
+    return sorted(
+        p for p in (root / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and "_build" not in p.parts
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

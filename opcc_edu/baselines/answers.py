@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..calibration import calibration_metrics, coverage_table, isotonic_calibration
+from ..metrics import query_losses
 from ..names import (
     ALL_HORIZONS,
     METRICS,
     TIE_FAIR_METRICS,
 )
 from ..plotting.selective import plot_answers
+from ..predictor_metrics import predictor_metrics
 from ..scoring import score_answers, score_values
 from ..utils import check_choice, check_positive_int
 from .config import EnsembleConfig
@@ -196,9 +199,6 @@ class Answers:
             folds: parts of the cross-fit (>= 2).
             seed: seed of the split into parts.
         """
-        from ..calibration import isotonic_calibration
-        from ..metrics import query_losses
-
         check_choice(confidence, self.confidences, "confidence")
         correct = 1 - query_losses(self.predictions[confidence], self.target)
         return isotonic_calibration(self.confidences[confidence], correct, folds=folds, seed=seed)
@@ -232,8 +232,6 @@ class Answers:
         See :func:`opcc_edu.predictor_metrics.predictor_metrics`. None for the heuristic, whose
         scores are not values.
         """
-        from ..predictor_metrics import predictor_metrics
-
         if self.baseline == "heuristic":
             return None
         return predictor_metrics(self.queries, self.values_a.mean(axis=1), self.values_b.mean(axis=1))
@@ -250,8 +248,6 @@ class Answers:
             the coverage of the members' value intervals per kind and horizon
             (:func:`opcc_edu.calibration.coverage_table`; None otherwise). JSON-ready.
         """
-        from ..calibration import calibration_metrics, coverage_table
-
         by_confidence = {
             name: calibration_metrics(
                 self.predictions[name],

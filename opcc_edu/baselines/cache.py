@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..dynamics import load_ensemble
+from ..io import CorruptFileError
 from ..utils import cache_dir, check_positive_int, get_device
 from .config import EnsembleConfig
 from .training import check_training_memory, train_ensemble
@@ -178,8 +180,6 @@ def get_or_train_ensemble(
             simulator states (``infos/qpos``); every named dataset records them.
     """
     from ..datasets import get_recipe, resolve_dataset, resolve_size
-    from ..dynamics import load_ensemble
-    from ..io import CorruptFileError
 
     config = EnsembleConfig.from_profile() if config is None else config
     dataset_name = resolve_dataset(env_name, dataset_name)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import get_profile
+from ..dynamics import rollout_values
 
 if TYPE_CHECKING:
     import torch
@@ -53,8 +54,6 @@ def estimate_values(
     Returns:
         ``(values_a, values_b)``, each (N, M) float64 (or (N, M, R)).
     """
-    from ..dynamics import rollout_values
-
     if policies is None:
         from ..policies import load_policies
 

@@ -44,8 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..confidence import resolve_confidences
 from ..config import Profile, get_profile
-from ..utils import check_positive_int, dataclass_from_dict
+from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
+from ..utils import check_positive_int, dataclass_from_dict, get_device
+from .answers import Answers
+from .estimate import select_profile_queries
 
 if TYPE_CHECKING:
     import torch
@@ -238,7 +242,6 @@ def train_fqe(
     from tqdm.auto import tqdm
 
     from ..dynamics.layers import EnsembleMLP
-    from ..utils import get_device
 
     config = FQEConfig.from_profile() if config is None else config
     if isinstance(max_horizon, bool) or not isinstance(max_horizon, (int, np.integer)) or max_horizon < 1:
@@ -376,11 +379,7 @@ def answer_queries_fqe(
         recipe: the shipped set's recipe when ``queries`` is None (None: the default recipe).
         dataset: use these transitions instead of loading ``dataset_name``.
     """
-    from ..confidence import resolve_confidences
     from ..datasets import load_dataset, resolve_dataset
-    from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
-    from .answers import Answers
-    from .estimate import select_profile_queries
 
     config = FQEConfig.from_profile() if config is None else config
     dataset_name = resolve_dataset(env_name, dataset_name)

@@ -15,7 +15,9 @@ from ..confidence import resolve_confidences
 from ..config import get_profile
 from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
 from .answers import Answers
+from .cache import get_or_train_ensemble
 from .config import EnsembleConfig
+from .estimate import estimate_values, select_profile_queries
 
 if TYPE_CHECKING:
     import torch
@@ -67,8 +69,6 @@ def answer_queries(
         :class:`Answers`.
     """
     from ..datasets import resolve_dataset
-    from .cache import get_or_train_ensemble
-    from .estimate import estimate_values, select_profile_queries
 
     config = EnsembleConfig.from_profile() if config is None else config
     dataset_name = resolve_dataset(env_name, dataset_name)

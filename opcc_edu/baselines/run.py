@@ -70,7 +70,7 @@ def run_end_to_end(
     from ..envs import DEFAULT_ENV, get_spec
 
     env_name = DEFAULT_ENV if env_name is None else env_name
-    get_spec(env_name)  # unknown names fail here, listing the valid ones
+    env_name = get_spec(env_name).name  # resolved once here: unknown names fail, listing the valid ones
     check_choice(queries, QUERY_RECIPES, "queries")
     check_choice(baseline, BASELINES, "baseline")
     dataset_name = resolve_dataset(env_name, dataset_name)

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dynamics import build_ensemble, train_dynamics
 from ..dynamics.memory import check_memory, training_bytes
+from ..utils import get_device
 from .config import EnsembleConfig
 
 if TYPE_CHECKING:
@@ -25,8 +27,6 @@ def check_training_memory(
     Nothing is allocated: the estimate comes from the sizes alone
     (:func:`opcc_edu.dynamics.memory.training_bytes`).
     """
-    from ..utils import get_device
-
     spec = config.model_spec(env_name)
     check_memory(
         training_bytes(spec, int(transitions), config.batch_size),
@@ -60,8 +60,6 @@ def train_ensemble(
         InsufficientMemoryError: the ensemble clearly cannot be trained in the free memory
             (checked before anything is allocated).
     """
-    from ..dynamics import build_ensemble, train_dynamics
-
     check_training_memory(config, env_name, len(dataset["observations"]), device)
     model = build_ensemble(config.model_spec(env_name), seed=config.seed)
     history = train_dynamics(

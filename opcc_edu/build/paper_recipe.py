@@ -45,6 +45,7 @@ import numpy as np
 from ..envs import get_spec
 from ..names import HORIZONS
 from ..provenance import command_line, package_versions
+from ..simulate import BatchSimulator, policy_actions_of, stacked_policy
 from ..utils import check_positive_int
 from .metadata import QUERY_PACKAGES, SEMANTICS
 from .pairs import Candidates, label_candidates
@@ -171,8 +172,6 @@ def collect_pool_states(
         k) and the number of episodes run.
     """
     from tqdm.auto import tqdm
-
-    from ..simulate import BatchSimulator, policy_actions_of, stacked_policy
 
     spec = get_spec(env_name)
     noise = recipe.noise_of(env_name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from ..config import get_profile
 from ..names import HORIZONS
 from ..utils import check_positive_int
 
@@ -77,6 +78,4 @@ class QueryRecipe:
 
     def runs_or_profile(self) -> int:
         """``runs``, or the active profile's ``mc_runs`` when it is None."""
-        from ..config import get_profile
-
         return get_profile().mc_runs if self.runs is None else self.runs

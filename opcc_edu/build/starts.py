@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..envs import get_spec, get_state, make_env
+from ..simulate import BatchSimulator, policy_actions_of, stacked_policy
 from ..utils import check_positive_int
 
 if TYPE_CHECKING:
@@ -94,8 +95,6 @@ def _behavior_actions(
     rng: np.random.Generator,
 ) -> np.ndarray:
     """(L, A) float32 actions of the live episodes ``live`` (L,) from their observations ``obs``."""
-    from ..simulate import policy_actions_of
-
     actions = rng.uniform(-1.0, 1.0, size=(live.size, act_dim)).astype(np.float32)
     with_policy = behaviors.policy[live] >= 0
     if with_policy.any():
@@ -138,8 +137,6 @@ def collect_start_states(
         :class:`StartStates` (the start state of each episode included; terminal states not).
     """
     from tqdm.auto import tqdm
-
-    from ..simulate import BatchSimulator, stacked_policy
 
     spec = get_spec(env_name)
     episodes_per_behavior = check_positive_int(episodes_per_behavior, "episodes_per_behavior")

@@ -23,6 +23,10 @@ import numpy as np
 from ..confidence import CONFIDENCE_FUNCTIONS, CONFIDENCE_NAMES
 from ..metrics import evaluate
 from ..utils import check_choice
+from ..metrics import selective_gain
+from ..config import get_profile
+from ..config import use_profile
+from ..baselines import answer_queries
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -157,9 +161,6 @@ class DesignTaskData:
 
 @functools.lru_cache(maxsize=4)
 def _design_answers(profile: str, progress: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from ..baselines import answer_queries
-    from ..config import use_profile
-
     with use_profile(profile):
         answers = answer_queries(DESIGN_ENV, progress=progress)
     return answers.values_a, answers.values_b, np.asarray(answers.target)
@@ -179,8 +180,6 @@ def design_task_data(split: str = "tuning", seed: int = 0, progress: bool = Fals
     Returns:
         :class:`DesignTaskData` (fresh arrays: the caller may modify them).
     """
-    from ..config import get_profile
-
     check_choice(split, DESIGN_SPLITS, "split")
     values_a, values_b, target = _design_answers(get_profile().name, bool(progress))
     order = np.random.default_rng(seed).permutation(len(target))
@@ -196,8 +195,6 @@ def baseline_selective_gains(values_a: Any, values_b: Any, target: Any) -> dict[
         ``{"EV": ..., "PCI": ..., "U-PCI": ...}``: 0 is a confidence that knows nothing (ties
         earn nothing), 1 a perfect ordering of right before wrong answers.
     """
-    from ..metrics import selective_gain
-
     gains = {}
     for name in ("ev", "pci", "upci"):
         prediction, confidence = CONFIDENCE_FUNCTIONS[name](values_a, values_b)

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ..metrics import aurcc, coverage_resolution, reverse_pair_proportion, risk_coverage_curve
+from ..confidence import ensemble_voting, paired_confidence_interval, synthetic_ensemble
+from ..mdp import monte_carlo_returns, policy_value, q_value, random_mdp
+from ..config import get_profile
 
 #: Graded functions (taken from the notebook's syntax tree) and values, per assignment.
 GRADED: dict[str, dict[str, tuple[str, ...]]] = {
@@ -89,8 +93,6 @@ def builder(assignment: str) -> Callable:
 
 def build_expected(assignment: str) -> dict[str, Any]:
     """The hidden inputs and expected values of ``assignment`` (trusted code, at build time)."""
-    from ..config import get_profile
-
     return {"assignment": assignment, "profile": get_profile().name, **BUILDERS[assignment]()}
 
 
@@ -109,8 +111,6 @@ def _pair(output: Any) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------------------------
 @builder("finite_horizon_values")
 def _build_finite_horizon() -> dict[str, Any]:
-    from ..mdp import monte_carlo_returns, policy_value, q_value, random_mdp
-
     mdp = random_mdp(n_states=6, n_actions=2, branching=3, seed=7)
     policy = np.random.default_rng(7).integers(0, mdp.n_actions, size=(8, mdp.n_states))
     other_cases = []
@@ -253,9 +253,6 @@ _RC_CASES = {
 
 @builder("risk_coverage_metrics")
 def _build_risk_coverage() -> dict[str, Any]:
-    from ..confidence import ensemble_voting, paired_confidence_interval, synthetic_ensemble
-    from ..metrics import aurcc, coverage_resolution, reverse_pair_proportion, risk_coverage_curve
-
     data = synthetic_ensemble(200, 10, seed=3)
     prediction, confidence = paired_confidence_interval(data.values_a, data.values_b)
     _, votes = ensemble_voting(data.values_a, data.values_b)

@@ -5,6 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from ..metrics import mean_confidence_interval
+from ..metrics import evaluate
+from ..confidence import compute_confidence
+from ..baselines import answer_queries
+from ..metrics import coverage_resolution
+from ..metrics import selective_gain
+from .assignments import check_confidence_output
+from .assignments import baseline_selective_gains, design_task_data
+from ..confidence import ensemble_voting, paired_confidence_interval, synthetic_ensemble, unpaired_confidence_interval
+from ..confidence import synthetic_ensemble
 
 _LOPSIDED = """
 import numpy as np
@@ -26,8 +36,6 @@ _PCI = "from opcc_edu.confidence import paired_confidence_interval as pci_refere
 
 
 def _ensemble_cases() -> list[tuple[np.ndarray, np.ndarray]]:
-    from ..confidence import synthetic_ensemble
-
     rng = np.random.default_rng(31)
     cases = []
     for n, m, seed in ((60, 2, 1), (80, 5, 2), (120, 16, 3)):
@@ -50,13 +58,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
     # ----------------------------------------------------------------------------------------
     @builder("ensemble_confidence")
     def _build_ensemble() -> dict[str, Any]:
-        from ..confidence import (
-            ensemble_voting,
-            paired_confidence_interval,
-            synthetic_ensemble,
-            unpaired_confidence_interval,
-        )
-
         data = synthetic_ensemble(300, 10, seed=0)
         given = [data.values_a, data.values_b]
         cases = _ensemble_cases()
@@ -116,8 +117,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
     # ----------------------------------------------------------------------------------------
     @builder("design_confidence")
     def _build_design() -> dict[str, Any]:
-        from .assignments import baseline_selective_gains, design_task_data
-
         out = {}
         for split in ("tuning", "held_out"):
             data = design_task_data(split)
@@ -129,8 +128,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
         return out
 
     def _design_output(ctx: Context, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from .assignments import check_confidence_output
-
         half = ctx.data[split]
         cache = ctx.data.setdefault("_outputs", {})
         if split not in cache:
@@ -152,8 +149,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
 
     def _gain_check(split: str, baseline: str, strict: bool) -> None:
         def run(ctx: Context) -> None:
-            from ..metrics import selective_gain
-
             prediction, confidence, target = _design_output(ctx, split)
             gain = selective_gain(prediction, target, confidence)
             reference = ctx.data[split]["baselines"][baseline]
@@ -169,8 +164,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
 
     def _resolution_check(split: str) -> None:
         def run(ctx: Context) -> None:
-            from ..metrics import coverage_resolution
-
             prediction, confidence, target = _design_output(ctx, split)
             resolution = coverage_resolution(prediction, target, confidence)
             assert resolution >= 0.9, f"CR_10 is {resolution:.1f} on the {split} half: too many ties"
@@ -185,8 +178,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
     # ----------------------------------------------------------------------------------------
     @builder("mini_ablation")
     def _build_ablation() -> dict[str, Any]:
-        from ..baselines import answer_queries
-
         answers = answer_queries("maze2d-umaze", progress=False)
         return {"values_a": answers.values_a, "values_b": answers.values_b, "target": np.asarray(answers.target)}
 
@@ -211,9 +202,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
 
     @check("mini_ablation", "q1")
     def _table_recipe(ctx: Context) -> None:
-        from ..confidence import compute_confidence
-        from ..metrics import evaluate
-
         results, factor, d = _results(ctx), ctx.value("factor"), ctx.data
         assert len(results) <= 500, "at most 500 rows"
         for row in results.itertuples():
@@ -237,8 +225,6 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
 
     @check("mini_ablation", "q2")
     def _summary_values(ctx: Context) -> None:
-        from ..metrics import mean_confidence_interval
-
         summary, results = ctx.value("summary"), _results(ctx)
         for row in summary.itertuples():
             gains = results.loc[results["level"].astype(str) == str(row.level), "selective_gain"].to_numpy(dtype=float)

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from ..utils import cache_root
 
 _RUNNER = Path(__file__).with_name("runner.py")
 _PR_SET_CHILD_SUBREAPER = 36
@@ -244,8 +245,6 @@ class Sandbox:
     def copy_cache(self) -> None:
         """A private copy of the package cache (trained ensembles), so that no submission
         changes what another one loads."""
-        from ..utils import cache_root
-
         source = cache_root()
         if source.is_dir():
             shutil.copytree(source, self.root / "cache", dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks"))

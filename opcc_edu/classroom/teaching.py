@@ -37,6 +37,10 @@ from pathlib import Path
 from ..io import atomic_write_bytes, atomic_write_text
 from ..utils import check_choice
 from .catalog import ASSIGNMENTS, EXPECTED_MEMBER, declared_constants, question_order
+from .review import given_cells
+from .checks import build_expected
+from . import runner
+from ..config import ENV_VAR, get_profile
 
 #: Seconds ``otter assign`` may take for one assignment.
 BUILD_TIMEOUT = 600.0
@@ -91,8 +95,6 @@ def _otter(args: Sequence[str], timeout: float, cwd: str | os.PathLike | None = 
     The status is ``None`` when the time limit was reached; the whole group (the kernel that
     Otter started included) is then killed.
     """
-    from ..config import ENV_VAR, get_profile
-
     # Notebooks run in kernels that read the profile from the environment: pass on the active one.
     env = {**os.environ, ENV_VAR: get_profile().name}
     process = subprocess.Popen(
@@ -207,10 +209,6 @@ def _add_expected_values(name: str, otter_zip: Path, target: Path, built: Path) 
     """Write ``target``: Otter's autograder zip plus ``opcc/expected.json``, the hidden inputs and
     expected values that trusted code computes now (:func:`opcc_edu.classroom.checks.build_expected`)
     and the handed-out code cells (not reviewed in submissions)."""
-    from . import runner
-    from .checks import build_expected
-    from .review import given_cells
-
     expected = build_expected(name)
     student = json.loads((built / "student" / f"{name}.ipynb").read_text(encoding="utf-8"))
     stored = {

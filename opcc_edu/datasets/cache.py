@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ..io import CorruptFileError, load_npz, remove_stale_temp_files, save_npz
 from ..utils import cache_dir
 from .format import INFO_KEYS, summarize_dataset, take_prefix, validate_dataset
@@ -78,8 +79,6 @@ def read_cached(path: Path, env_name: str, size: int, stream: str) -> dict[str, 
 
 def write_cached(path: Path, data: dict[str, np.ndarray], recipe: DatasetRecipe, seed: int, stream: str) -> Path:
     """Store a dataset atomically with its checksum and metadata (recipe, summary, versions)."""
-    from .. import __version__
-
     size = int(data["observations"].shape[0])
     metadata: dict[str, Any] = {
         "format_version": DATA_FORMAT_VERSION,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..envs import get_spec, mujoco_handles
+from ..envs import get_spec, make_env, mujoco_handles
 from ..utils import check_positive_int
 from .format import REQUIRED_KEYS
 
@@ -128,8 +128,6 @@ def generate_policy_dataset(
     import torch
     from tqdm.auto import tqdm
 
-    from ..envs import make_env
-
     spec = get_spec(env_name)
     size = check_positive_int(size, "size")
     n_streams = check_positive_int(n_streams, "n_streams")
@@ -224,7 +222,6 @@ def generate_replay_dataset(
     """
     import tempfile
 
-    from ..envs import make_env
     from ..policies import train_ppo
 
     spec = get_spec(env_name)

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..envs import MazeGeometry, free_cells, get_spec, next_cell_table
+from ..envs import MazeGeometry, free_cells, get_spec, make_env, next_cell_table, simulator_core
 from ..utils import check_positive_int
 
 
@@ -124,8 +124,6 @@ def generate_maze_dataset(
         reward for its fixed goal (not the controller's goal).
     """
     from tqdm.auto import tqdm
-
-    from ..envs import make_env, simulator_core
 
     spec = get_spec(env_name)
     if not spec.is_maze:

@@ -79,23 +79,41 @@ def _fill_next_observations(data: dict[str, np.ndarray]) -> dict[str, np.ndarray
     return out
 
 
+#: Where D4RL's maze2d puts the ball's body in the world (``maze_model.py``: ``pos=[1.2, 1.2, 0]``);
+#: its observations are the slide joints' positions, measured from there.
+D4RL_BALL_BODY = 1.2
+#: Where D4RL puts the wall box of layout cell (row, column): world ``(row + 1, column + 1)``.
+D4RL_CELL_OFFSET = 1.0
+#: Observed D4RL coordinates of cell (row, column)'s centre are ``(row, column) - D4RL_FRAME_SHIFT``.
+D4RL_FRAME_SHIFT = D4RL_BALL_BODY - D4RL_CELL_OFFSET
+
+
 def d4rl_maze_to_env_frame(data: Mapping[str, np.ndarray], env_name: str) -> dict[str, np.ndarray]:
     """Convert a D4RL maze2d dataset's coordinates into this package's maze frame.
 
-    D4RL: position ``(x, y) = (row, column)`` of the maze layout. Here: ``x = column + 0.5 - W/2``,
-    ``y = H/2 - row - 0.5``. Velocities and actions (forces along x and y) rotate the same way:
-    ``(vx, vy) -> (vy, -vx)``.
+    D4RL (``d4rl/pointmaze/maze_model.py``) puts the ball's body at world (1.2, 1.2) and the wall
+    of layout cell (row, column) at world (row + 1, column + 1); its observations are the ball's
+    slide-joint positions, measured from the body. So the centre of cell (row, column) is observed
+    at ``(row - 0.2, column - 0.2)``, and an observed position ``(x, y)`` lies at fractional cell
+    ``(row, column) = (x + 0.2, y + 0.2)``. Here the centre of that cell is
+    ``x = column + 0.5 - W/2``, ``y = H/2 - row - 0.5``. Velocities and actions (forces along x
+    and y) rotate the same way, without the shift: ``(vx, vy) -> (vy, -vx)``. ``infos/goal`` holds
+    D4RL's target, a point in observed coordinates (the rewarded disc is centred there, 0.28 from
+    the goal cell's centre), and is converted like a position.
     """
     spec = get_spec(env_name)
     if not spec.is_maze:
         raise ValueError(f"env_name must be a maze for a maze-frame conversion, got {env_name!r}")
     h, w = len(spec.maze_map), len(spec.maze_map[0])
 
+    def position(xy: np.ndarray) -> np.ndarray:
+        row, column = xy[:, 0] + D4RL_FRAME_SHIFT, xy[:, 1] + D4RL_FRAME_SHIFT
+        return np.stack([column + 0.5 - w / 2.0, h / 2.0 - row - 0.5], axis=1)
+
     def obs_convert(obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs)
         out = np.empty_like(obs)
-        out[:, 0] = obs[:, 1] + 0.5 - w / 2.0
-        out[:, 1] = h / 2.0 - obs[:, 0] - 0.5
+        out[:, :2] = position(obs[:, :2].astype(np.float64))
         out[:, 2] = obs[:, 3]
         out[:, 3] = -obs[:, 2]
         return out
@@ -111,9 +129,7 @@ def d4rl_maze_to_env_frame(data: Mapping[str, np.ndarray], env_name: str) -> dic
         out["infos/qpos"], out["infos/qvel"] = state[:, :2], state[:, 2:]
     if "infos/goal" in out:
         goal = np.asarray(out["infos/goal"])
-        out["infos/goal"] = np.stack([goal[:, 1] + 0.5 - w / 2.0, h / 2.0 - goal[:, 0] - 0.5], axis=1).astype(
-            goal.dtype
-        )
+        out["infos/goal"] = position(goal.astype(np.float64)).astype(goal.dtype)
     return out
 
 

@@ -35,6 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..io import load_tensors, save_tensors
+from ..utils import get_device
 from .layers import EnsembleMLP
 from .spec import ModelSpec
 
@@ -470,8 +471,6 @@ def save_ensemble(path: str | Path, model: DynamicsEnsemble, metadata: dict[str,
 
 def load_ensemble(path: str | Path, device: Any = None) -> tuple[DynamicsEnsemble, dict[str, Any]]:
     """Load an ensemble written by :func:`save_ensemble`: ``(model in eval mode, metadata)``."""
-    from ..utils import get_device
-
     tensors, meta = load_tensors(path)
     if "spec" not in meta:
         raise ValueError(f"{path} is not a saved dynamics ensemble (no 'spec' in its metadata)")

@@ -48,6 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..baselines.estimate import estimate_values
+from ..confidence import compute_confidence
+from ..dynamics import build_ensemble, rollout_values
 from ..names import ALL_HORIZONS
 from ..plotting import plot_reward_map, plot_value_error
 
@@ -124,8 +127,6 @@ def one_step_errors(
 
 def _with_spec(model: DynamicsEnsemble, **changes: Any) -> DynamicsEnsemble:
     """The same members (same weights) under a spec with ``changes`` applied."""
-    from ..dynamics import build_ensemble
-
     copy = build_ensemble(dataclasses.replace(model.spec, **changes), init=False).to(model.device)
     copy.load_state_dict(model.state_dict())
     return copy.eval()
@@ -260,7 +261,6 @@ class ValueErrorDecomposition:
         subsets += [(ALL_HORIZONS, np.ones(n, bool))]
         if self.same_state.any():
             subsets += [("same state", self.same_state[:n]), ("different state", ~self.same_state[:n])]
-        from ..confidence import compute_confidence
 
         rows = []
         for name, members in self.variants().items():
@@ -362,8 +362,6 @@ def decompose_value_error(
     """
     import torch
 
-    from ..baselines.estimate import estimate_values
-    from ..dynamics import rollout_values
     from ..envs import get_spec
     from ..simulate.values import simulate_trajectories
 

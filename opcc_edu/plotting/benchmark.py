@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..display import explore
 from .style import PAGE_WIDTH, figure_size
 
 if TYPE_CHECKING:
@@ -410,8 +411,6 @@ def query_explorer(
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-
-    from ..display import explore
 
     if isinstance(queries, Mapping):
         sets = dict(queries)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..envs import get_spec, make_env
+from ..envs import get_spec, make_env, mujoco_handles
 from ..io import load_tensors
 from ..provenance import package_versions
 from ..utils import check_positive_int, dataclass_from_dict
@@ -156,8 +156,6 @@ def _make_training_env(env_name: str, config: PPOConfig) -> Callable[[], Any]:
 
 def _simulator_states(venv: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(qpos (n, nq), qvel (n, nv))`` float64 copies of the MuJoCo states of a DummyVecEnv's environments."""
-    from ..envs import mujoco_handles
-
     handles = [mujoco_handles(env) for env in venv.envs]
     return np.stack([data.qpos for _, data in handles]), np.stack([data.qvel for _, data in handles])
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..envs import get_spec
+from ..simulate import BatchSimulator, monte_carlo_returns
 from .queryset import QuerySet
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ def simulate_both_sides(
     Both sides run as 2N rows of one :func:`opcc_edu.simulate.monte_carlo_returns` call; policy
     levels ``policy_a``/``policy_b`` are 1-based indices into ``policies``.
     """
-    from ..simulate import monte_carlo_returns
-
     n = len(horizon)
     returns = monte_carlo_returns(
         env_name,
@@ -59,8 +58,6 @@ def simulate_both_sides(
 
 def observations(env_name: str, states: np.ndarray) -> np.ndarray:
     """(N, D) float32 observations of the simulator states ``states`` (N, S)."""
-    from ..simulate import BatchSimulator
-
     if len(states) == 0:
         return np.zeros((0, get_spec(env_name).obs_dim), dtype=np.float32)
     sim = BatchSimulator(env_name, len(states))

@@ -77,7 +77,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_one_batch_of_attacks_changes_no_other_grade_and_leaves_nothing(built, tmp_path, capsys):
+def test_one_batch_of_attacks_changes_no_other_grade_and_leaves_nothing(built, tmp_path, capsys, monkeypatch):
     solution = built.autograder_zip.parent / f"{NAME}.ipynb"
     blank = built.student_notebook
     subs, pids, spy = tmp_path / "subs", tmp_path / "pids", tmp_path / "spy.txt"
@@ -144,6 +144,11 @@ def test_one_batch_of_attacks_changes_no_other_grade_and_leaves_nothing(built, t
         _notebook(blank, subs / "twin.ipynb"),  # a second file for student "twin"
         _notebook(solution, subs / "=HYPERLINK(1).ipynb"),
     ]
+    # a private temp directory, so that other programs' temporary files cannot be taken for ours
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     before = set(os.listdir(tempfile.gettempdir()))
     argv = ["assignments", "grade", "--assignment", NAME, "--autograder", str(zip_path), "--out", str(out)]
     start = time.monotonic()

@@ -616,20 +616,52 @@ def test_d4rl_hdf5_dimension_mismatch(tmp_path, hopper_random):
         ds.load_d4rl_hdf5(bad, "hopper")
 
 
+def d4rl_world_walls(maze_map):
+    """D4RL's wall boxes as its source places them: cell (row, column) at world (row + 1, column + 1)."""
+    return np.array([(r + 1.0, c + 1.0) for r, row in enumerate(maze_map) for c, v in enumerate(row) if v == 1])
+
+
+def test_d4rl_maze_frame_conversion_puts_d4rl_walls_on_our_walls():
+    # D4RL (d4rl/pointmaze/maze_model.py): the ball's body at world (1.2, 1.2), observations are
+    # the slide joints measured from it, walls at world (row + 1, column + 1), reward within 0.5
+    # of the target (row_goal, column_goal) in observed coordinates.
+    for env_name in ("maze2d-umaze", "maze2d-medium", "maze2d-large"):
+        spec = get_spec(env_name)
+        geometry = MazeGeometry(spec.maze_map)
+        walls = d4rl_world_walls(spec.maze_map)
+        observed = walls - 1.2  # where the ball would be observed at a wall's centre
+        data = {"observations": np.concatenate([observed, np.zeros_like(observed)], axis=1), "actions": observed}
+        ours = ds.d4rl_maze_to_env_frame(data, env_name)["observations"][:, :2]
+        cells = geometry.cell_of(ours)
+        assert all(spec.maze_map[r][c] == 1 for r, c in cells), env_name
+        np.testing.assert_allclose(ours, geometry.cell_center(cells), atol=1e-9)
+    # the released start positions never exceed row/column + 0.2: inside the free cell
+    spec = get_spec("maze2d-large")
+    geometry = MazeGeometry(spec.maze_map)
+    free = np.array([(r, c) for r, row in enumerate(spec.maze_map) for c, v in enumerate(row) if v == 0])
+    start = free.astype(np.float64) + 0.2  # D4RL resets within +-0.1 of (row, column), so below +0.2
+    data = {"observations": np.concatenate([start, np.zeros_like(start)], axis=1), "actions": start}
+    ours = ds.d4rl_maze_to_env_frame(data, "maze2d-large")["observations"][:, :2]
+    np.testing.assert_array_equal(geometry.cell_of(ours), free)
+
+
 def test_d4rl_maze_frame_conversion():
     spec = get_spec("maze2d-large")
     geometry = MazeGeometry(spec.maze_map)
     cells = np.array([[1, 1], [7, 9], [3, 5]])
-    d4rl_obs = np.concatenate([cells.astype(np.float32), np.tile([[0.5, -2.0]], (3, 1))], axis=1)
-    data = {"observations": d4rl_obs, "actions": np.tile([[1.0, 0.0]], (3, 1))}
+    d4rl_obs = np.concatenate([cells - 0.2, np.tile([[0.5, -2.0]], (3, 1))], axis=1).astype(np.float32)
+    goal = np.tile([[7.0, 9.0]], (3, 1)).astype(np.float32)  # D4RL's target: the goal cell's (row, column)
+    data = {"observations": d4rl_obs, "actions": np.tile([[1.0, 0.0]], (3, 1)), "infos/goal": goal}
     out = ds.d4rl_maze_to_env_frame(data, "maze2d-large")
-    np.testing.assert_allclose(out["observations"][:, :2], geometry.cell_center(cells))
+    np.testing.assert_allclose(out["observations"][:, :2], geometry.cell_center(cells), atol=1e-6)
     # D4RL's +x (down the rows) is -y here; its +y (along the columns) is +x.
     np.testing.assert_allclose(out["observations"][:, 2:], np.tile([[-2.0, -0.5]], (3, 1)))
     np.testing.assert_allclose(out["actions"], np.tile([[0.0, -1.0]], (3, 1)))
-    # The goal cell of D4RL's large maze, (7, 9), is this package's goal cell.
+    # The goal cell of D4RL's large maze, (7, 9), is this package's goal cell; D4RL rewards around
+    # a point 0.2 further along each of its axes: +x and -y here, 0.28 from the centre.
     env = make_env("maze2d-large").unwrapped
-    np.testing.assert_allclose(out["observations"][1, :2], env.goal)
+    np.testing.assert_allclose(out["observations"][1, :2], env.goal, atol=1e-6)
+    np.testing.assert_allclose(out["infos/goal"][0] - env.goal, [0.2, -0.2], atol=1e-6)
 
 
 def test_minari_loader_with_a_fake_module(monkeypatch, hopper_random):

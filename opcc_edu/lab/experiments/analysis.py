@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...confidence import compute_confidence
+from ...metrics import mean_confidence_interval, risk_coverage_curve
 from ...names import ALL_HORIZONS, METRICS, QUERY_RECIPES, TABLE_METRICS
 from ...utils import check_choice
 from .answers import RunValues
@@ -346,8 +348,6 @@ def aggregate(
     """
     import pandas as pd
 
-    from ...metrics import mean_confidence_interval
-
     ablation = get_ablation(ablation)
     for metric in metrics:
         check_choice(metric, TABLE_METRICS, "metric")
@@ -424,9 +424,6 @@ def level_risk_coverage(
     Returns:
         ``{level: {"coverage": (G,), "risk": (G,), "ci": (G,), "n_runs": ()}}``.
     """
-    from ...confidence import compute_confidence
-    from ...metrics import risk_coverage_curve
-
     ablation = get_ablation(ablation)
     results = load_results(directory) if results is None else results
     coverage = np.linspace(0.0, 1.0, int(grid_points))

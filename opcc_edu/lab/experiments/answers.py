@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from ...baselines import fqe as fqe_baseline
+from ...baselines.estimate import select_profile_queries
+from ...confidence import synthetic_ensemble
 from ...config import Profile, get_profile
-from ...names import CONFIDENCES, METRICS, TIE_FAIR_METRICS
+from ...names import CONFIDENCES, DEFAULT_QUERY_RECIPE, METRICS, TIE_FAIR_METRICS
 from ...scoring import score_answers
 from ...scoring import score_values as score_member_values
 from .grid import RunSpec
@@ -156,12 +159,9 @@ def heuristic_answer_function(profile: Profile | str | None = None, queries: str
     Returns:
         An :data:`AnswerFunction`.
     """
-    from ...names import DEFAULT_QUERY_RECIPE
-
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
-        from ...baselines.estimate import select_profile_queries
         from ...baselines.heuristic import heuristic_answers
         from ...queries import load_queries
 
@@ -206,8 +206,6 @@ def synthetic_answer_function(
         An :data:`AnswerFunction`.
     """
     import zlib
-
-    from ...confidence import synthetic_ensemble
 
     horizons = tuple(int(h) for h in horizons)
     if not horizons:
@@ -262,8 +260,6 @@ def baseline_answer_function(
         An :data:`AnswerFunction`.
     """
 
-    from ...names import DEFAULT_QUERY_RECIPE
-
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
@@ -309,21 +305,17 @@ def fqe_answer_function(
     Returns:
         An :data:`AnswerFunction`.
     """
-    from ...names import DEFAULT_QUERY_RECIPE
-
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
     def answer(run: RunSpec, progress: bool = True) -> RunValues:
-        from ...baselines.fqe import FQEConfig, answer_queries_fqe
-
         active = get_profile(profile)
-        fields = {f.name for f in dataclasses.fields(FQEConfig)} - {"seed"}
+        fields = {f.name for f in dataclasses.fields(fqe_baseline.FQEConfig)} - {"seed"}
         overrides = dict(run.overrides)
         sizes = {key: overrides.pop(key) for key in sorted(fields & set(overrides))}
-        config = FQEConfig.from_profile(active, seed=run.seed, **sizes)
+        config = fqe_baseline.FQEConfig.from_profile(active, seed=run.seed, **sizes)
         data = run_sizes(run, active, recipe)
         start = time.perf_counter()
-        answers = answer_queries_fqe(
+        answers = fqe_baseline.answer_queries_fqe(  # looked up at call time (tests replace it)
             run.environment,
             run.dataset,
             config,
@@ -376,9 +368,7 @@ def run_sizes(run: RunSpec, profile: Profile | str | None = None, recipe: str | 
         queries of the shipped set (:func:`opcc_edu.baselines.estimate.select_profile_queries`)
         and its ``mc_runs``.
     """
-    from ...baselines.estimate import select_profile_queries
     from ...datasets.recipes import get_recipe, resolve_size
-    from ...names import DEFAULT_QUERY_RECIPE
     from ...queries import load_queries
 
     profile = get_profile(profile)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...config import PROFILES
 from .registry import Ablation, configuration_label, ensemble_count_levels, get_ablation
 
 if TYPE_CHECKING:
@@ -177,7 +178,6 @@ def dataset_transitions(
     :func:`~opcc_edu.lab.experiments.results_sizes`) passes it as ``dataset_size``, which then
     replaces the profile's. ``None`` when the environment, dataset or profile is not known here.
     """
-    from ...config import PROFILES
     from ...datasets.recipes import get_recipe, max_size
 
     try:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...baselines.estimate import profile_query_indices
+from ...io import load_npz
 from ...names import METRICS, TIE_FAIR_METRICS
 from .answers import RunValues
 from .grid import RunSpec
@@ -186,8 +188,6 @@ def load_results(directory: str | os.PathLike) -> pd.DataFrame:
 
 def load_run_values(directory: str | os.PathLike, run: RunSpec | str) -> RunValues:
     """The saved (N, M) member values of one run (by :class:`RunSpec` or file slug)."""
-    from ...io import load_npz
-
     slug = run.slug if isinstance(run, RunSpec) else str(run)
     arrays, metadata = load_npz(Path(directory) / "values" / f"{slug}.npz")
     return RunValues(
@@ -231,7 +231,6 @@ def run_query_indices(directory: str | os.PathLike, run: RunSpec | str) -> np.nd
 
 def _run_queries(directory: str | os.PathLike, run: RunSpec | str) -> tuple[QuerySet, np.ndarray]:
     """The shipped query set of a run and the indices of the queries it answered (checked)."""
-    from ...baselines.estimate import profile_query_indices
     from ...queries import load_queries
 
     slug = run.slug if isinstance(run, RunSpec) else str(run)

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...config import PROFILES
 from ...display import Table
+from ...metrics import format_mean_ci
 from ...names import METRIC_NAMES, METRICS, QUERY_RECIPES, TIE_FAIR_METRICS
 from ...utils import check_choice
 from .analysis import aggregate, dataset_order
@@ -87,8 +89,6 @@ TIE_FAIR_EXPLANATION = (
 
 
 def _fmt(mean: float, half: float, digits: int = 3, bound: bool = False) -> str:
-    from ...metrics import format_mean_ci
-
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
     if bound:  # the paper printed "(<0.001)": keep it, do not pretend to know the half-width
@@ -395,8 +395,6 @@ def report_chunks(
 def sizes_text(profile: str, sizes: Mapping[str, int]) -> str:
     """What a directory's runs read (``meta.json``'s ``sizes``), and where that is not the
     profile's own."""
-    from ...config import PROFILES
-
     text = (
         f"Data and queries: up to {int(sizes['dataset_size']):,} transitions per dataset (all of a smaller "
         f"recipe), {int(sizes['queries_per_env']):,} queries per environment."

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import Profile, get_profile
+from ...io import save_npz
 from ...names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
 from ...provenance import machine_description
 from ...utils import check_choice
@@ -145,8 +146,6 @@ def grid_status(grid: GridSpec, out_dir: str | os.PathLike) -> pd.DataFrame:
 
 def _save_outcome(store: ResultsStore, run: RunSpec, outcome: RunOutcome) -> None:
     """Write a returned run: its member values, then its record (the caller holds its claim)."""
-    from ...io import save_npz
-
     if outcome.arrays is not None:
         save_npz(store.directory / "values" / f"{run.slug}.npz", outcome.arrays, outcome.metadata)
     store.commit(new_record(outcome.summary, outcome.rows))

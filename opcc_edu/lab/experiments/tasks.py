@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ...config import Profile
+from ...config import PROFILES, Profile, use_profile
 from .answers import AnswerFunction, score_run
 from .grid import RunSpec
 from .registry import format_value
@@ -141,13 +141,10 @@ def compute_run(task: RunTask) -> RunOutcome:
     In a worker process the answer function sees ``task.profile`` as the active profile, as
     it would in the driver, so a worker started with other settings computes the same run.
     """
-    from ...config import use_profile
-
     if task.threads is not None:
         import torch
 
         torch.set_num_threads(int(task.threads))
-    from ...config import PROFILES
 
     start = time.perf_counter()
     run = task.run

@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ...config import Profile, get_profile
-from ...display import explore
+from ...display import Table, explore
 from ...names import METRICS, TIE_FAIR_METRICS
+from ...plotting import figure_size, plot_comparison, plot_level_risk_coverage, plot_voting_prefix
 from .. import experiments as ex
+from ..experiments.grid import run_slug
 from ..experiments.reading import grid_compute_text
+from ..experiments.report import report_chunks
 from .verdicts import agreement_summary, level_findings, level_titles
 
 if TYPE_CHECKING:
@@ -54,8 +57,6 @@ class AblationResults:
 def display_markdown(text: str) -> None:
     """Display Markdown text; a :class:`opcc_edu.display.Table` shows itself (an HTML table)."""
     from IPython.display import Markdown, display
-
-    from ...display import Table
 
     display(text if isinstance(text, Table) else Markdown(text))
 
@@ -166,8 +167,6 @@ def run_values(
     Raises:
         ValueError: ``environment`` or ``level`` is not one of the entry's (the valid ones named).
     """
-    from ..experiments.grid import run_slug
-
     rows = ex.ablation_rows(entry.results, entry.ablation)
     for name, value in (("environment", environment), ("level", level)):
         if value is not None and value not in set(rows[name]):
@@ -241,8 +240,6 @@ def show_report(root: str | Path | None = None) -> None:
     Raises:
         FileNotFoundError: when no results exist under ``root``.
     """
-    from ..experiments.report import report_chunks
-
     if root is None:
         root = ex.find_results_root()
         if root is None:
@@ -266,8 +263,6 @@ def draw_rccs(entry: AblationResults, title_prefix: str | None = None, columns: 
         The matplotlib Figure.
     """
     import matplotlib.pyplot as plt
-
-    from ...plotting import figure_size, plot_level_risk_coverage
 
     prefix = entry.name if title_prefix is None else title_prefix
     titles = level_titles(entry.ablation)
@@ -308,8 +303,6 @@ def report_findings(entry: AblationResults, verdict: Sequence[str]) -> pd.DataFr
 
 def draw_comparison(entry: AblationResults, metric: str = "aurcc", ax: Axes | None = None) -> Axes:
     """Bars of ours against the paper for one metric, titled with the ablation and the results' name."""
-    from ...plotting import plot_comparison
-
     ax = plot_comparison(entry.comparison, metric, ax=ax, titles=level_titles(entry.ablation))
     ax.set_title(f"{entry.ablation.title}: ours ({entry.name}) vs paper")
     return ax
@@ -348,8 +341,6 @@ def voting_prefix_explorer(values: ex.RunValues) -> Widget:
     members (:func:`opcc_edu.display.explore`: the static page keeps the first figure)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-
-    from ...plotting import plot_voting_prefix
 
     def show(m: int = values.ensemble_size) -> None:
         plot_voting_prefix(values, m)
