@@ -20,13 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..confidence import CONFIDENCE_FUNCTIONS, CONFIDENCE_NAMES
-from ..metrics import evaluate
-from ..utils import check_choice
-from ..metrics import selective_gain
-from ..config import get_profile
-from ..config import use_profile
 from ..baselines import answer_queries
+from ..confidence import CONFIDENCE_FUNCTIONS, CONFIDENCE_NAMES
+from ..config import get_profile, use_profile
+from ..metrics import evaluate, selective_gain
+from ..utils import check_choice
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from ..metrics import aurcc, coverage_resolution, reverse_pair_proportion, risk_coverage_curve
+
 from ..confidence import ensemble_voting, paired_confidence_interval, synthetic_ensemble
-from ..mdp import monte_carlo_returns, policy_value, q_value, random_mdp
 from ..config import get_profile
+from ..mdp import monte_carlo_returns, policy_value, q_value, random_mdp
+from ..metrics import aurcc, coverage_resolution, reverse_pair_proportion, risk_coverage_curve
 
 #: Graded functions (taken from the notebook's syntax tree) and values, per assignment.
 GRADED: dict[str, dict[str, tuple[str, ...]]] = {

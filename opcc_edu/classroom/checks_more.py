@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ..metrics import mean_confidence_interval
-from ..metrics import evaluate
-from ..confidence import compute_confidence
+
 from ..baselines import answer_queries
-from ..metrics import coverage_resolution
-from ..metrics import selective_gain
-from .assignments import check_confidence_output
-from .assignments import baseline_selective_gains, design_task_data
-from ..confidence import ensemble_voting, paired_confidence_interval, synthetic_ensemble, unpaired_confidence_interval
-from ..confidence import synthetic_ensemble
+from ..confidence import (
+    compute_confidence,
+    ensemble_voting,
+    paired_confidence_interval,
+    synthetic_ensemble,
+    unpaired_confidence_interval,
+)
+from ..metrics import coverage_resolution, evaluate, mean_confidence_interval, selective_gain
+from .assignments import baseline_selective_gains, check_confidence_output, design_task_data
 
 _LOPSIDED = """
 import numpy as np

@@ -56,9 +56,6 @@ from .checks import CHECKS, GRADED, Context, StudentError
 from .review import extract_functions, review_flags
 from .sandbox import Limits, Sandbox, kill_escaped, reaping
 from .sheet import QuestionGrade, grades_csv, write_grades
-from . import assignments
-from ..confidence import compute_confidence
-from .. import metrics
 
 #: Seconds one submission may take to be graded (each assignment runs in well under 5 minutes).
 DEFAULT_TIMEOUT = 600.0
@@ -362,6 +359,9 @@ def _preload() -> None:
     import nbformat  # noqa: F401
     import pandas  # noqa: F401
 
+    from .. import metrics  # noqa: F401
+    from ..confidence import compute_confidence  # noqa: F401
+    from . import assignments  # noqa: F401
 
 
 def grade_submissions(

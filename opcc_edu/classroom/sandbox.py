@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
 from ..utils import cache_root
 
 _RUNNER = Path(__file__).with_name("runner.py")

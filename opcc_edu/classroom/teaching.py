@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import ENV_VAR, get_profile
 from ..io import atomic_write_bytes, atomic_write_text
 from ..utils import check_choice
-from .catalog import ASSIGNMENTS, EXPECTED_MEMBER, declared_constants, question_order
-from .review import given_cells
-from .checks import build_expected
 from . import runner
-from ..config import ENV_VAR, get_profile
+from .catalog import ASSIGNMENTS, EXPECTED_MEMBER, declared_constants, question_order
+from .checks import build_expected
+from .review import given_cells
 
 #: Seconds ``otter assign`` may take for one assignment.
 BUILD_TIMEOUT = 600.0

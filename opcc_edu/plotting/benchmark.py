@@ -292,7 +292,6 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
             axes[0].plot(xy[:, 0], xy[:, 1], color=SIDE_COLORS[side], lw=1.5, label=labels[side])
             axes[0].plot(*xy[0], "o", color=SIDE_COLORS[side], ms=6)
             axes[0].plot(*xy[-1], "x", color=SIDE_COLORS[side], ms=6)
-        axes[0].legend(loc="lower left")
         reward_ax = axes[1]
     else:
         for row, side in enumerate("ab"):
@@ -317,7 +316,12 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
         reward_ax.figure.suptitle(title)
     else:
         reward_ax.set_title(title)
-    reward_ax.legend(loc="upper left")
+    # one legend for both sides, below the panels: never over a trajectory or a reward curve
+    handles, names = reward_ax.get_legend_handles_labels()
+    if own_figure:
+        reward_ax.figure.legend(handles, names, loc="outside lower center", ncols=2)
+    else:
+        reward_ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     return axes
 
 

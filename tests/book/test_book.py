@@ -41,7 +41,7 @@ def test_toc_lists_existing_chapters_only_and_all_of_them():
     assert stems <= set(listed), f"chapters missing from _toc.yml: {sorted(stems - set(listed))}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT / "book").with_suffix("")))
 def test_outputs_are_stripped(path):
     for cell in _load(path)["cells"]:
         if cell["cell_type"] == "code":
@@ -56,7 +56,7 @@ def _sync_module():
     return module
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT / "book").with_suffix("")))
 def test_colab_cell_is_written_from_the_configured_repository(path):
     sync = _sync_module()
     url, ref = sync.repository(ROOT / "_config.yml")
@@ -69,10 +69,20 @@ def test_colab_cell_is_written_from_the_configured_repository(path):
     assert cells[install].metadata.tags == ["remove-cell"], "the install cell is not shown on the page"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def _is_lab_notes(path):
+    return "lab_notes" in path.relative_to(ROOT / "book").parts
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT / "book").with_suffix("")))
 def test_chapter_standard(path):
     cells = _load(path)["cells"]
     markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    if _is_lab_notes(path):
+        # an appendix page: a title and a line naming the lesson it belongs to; no Summary or Exercises
+        first = "".join(cells[0]["source"]) if cells and cells[0]["cell_type"] == "markdown" else ""
+        assert first.startswith("# "), f"{path.name}: lab notes open with a title"
+        assert "{doc}`" in first, f"{path.name}: lab notes say which lesson they belong to, with a {{doc}} link"
+        return
     assert re.search(r"^## Summary", markdown, re.M), f"{path.name}: no Summary section"
     assert re.search(r"^## Exercises", markdown, re.M), f"{path.name}: no Exercises section"
     assert "{exercise}" in markdown and "{solution}" in markdown, f"{path.name}: exercises need solutions"
@@ -85,6 +95,38 @@ def test_chapter_standard(path):
         and "assert" in "".join(c["source"])
     ]
     assert hidden_asserts, f"{path.name}: assert the facts it teaches in hidden cells"
+
+
+# --------------------------------------------------------------------------------------------
+# Assignments: what a student reads before starting
+# --------------------------------------------------------------------------------------------
+ASSIGNMENTS = sorted((ROOT / "assignments" / "source").glob("*.ipynb"))
+_QUESTION = re.compile(r"^# BEGIN QUESTION\s*\nname:\s*(\S+)\s*\npoints:\s*([\d.]+)", re.M)
+_GRADING_ROW = re.compile(r"^\|\s*(q\d+)\b[^|]*\|\s*([\d.]+)\s*\|", re.M)
+
+
+@pytest.mark.parametrize("path", ASSIGNMENTS, ids=lambda p: p.stem)
+def test_assignment_page_opens_with_its_title_and_says_how_to_submit_and_how_it_is_graded(path):
+    cells = nbformat.read(path, as_version=4).cells
+    intro = cells[0]
+    assert intro.cell_type == "markdown" and intro.source.startswith("# Assignment"), "the title comes first"
+    install = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "%pip install" in c.source)
+    assert install == 1, "the Colab install cell comes right after the title"
+    assert "**How to submit.**" in intro.source and f"`{path.stem}.ipynb`" in intro.source
+    assert "**How it is graded.**" in intro.source
+    declared = {name: float(points) for name, points in _QUESTION.findall("\n".join(c.source for c in cells))}
+    listed = {name: float(points) for name, points in _GRADING_ROW.findall(intro.source)}
+    assert declared and listed == declared, f"{path.stem}: the grading table says {listed}, the questions {declared}"
+    total = sum(declared.values())
+    assert re.search(rf"\*\*How it is graded\.\*\* {total:g} points", intro.source), f"{path.stem}: total {total:g}"
+    if "written" in intro.source.lower():
+        assert "rubric" in intro.source, f"{path.stem}: a written part states its rubric"
+
+
+def test_assignments_name_the_vote_margin_for_what_it_is():
+    for path in ASSIGNMENTS:
+        text = path.read_text()
+        assert "vote share" not in text and "vote_share" not in text, f"{path.stem}: |2k - M| / M is the vote margin"
 
 
 def test_citations_exist_in_bibliography():

@@ -239,9 +239,10 @@ def test_kept_student_version_is_current(name, built):
     for test in built[name].student_tests.glob("*.py"):
         assert (kept / "tests" / test.name).read_text() == test.read_text(), remedy
     notebook = json.loads(fresh)
-    first = notebook["cells"][0]
-    assert first["cell_type"] == "code" and "hide-output" in first["metadata"]["tags"]
-    assert '"google.colab" in sys.modules' in "".join(first["source"])
+    title, install = notebook["cells"][:2]  # the title first, then the Colab-only install cell
+    assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# ")
+    assert install["cell_type"] == "code" and "hide-output" in install["metadata"]["tags"]
+    assert '"google.colab" in sys.modules' in "".join(install["source"])
     assert notebook["metadata"]["mystnb"] == {"execution_mode": "off"}
 
 

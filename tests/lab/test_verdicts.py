@@ -8,6 +8,7 @@ lines stay what the chapters print.
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -42,21 +43,45 @@ def test_verdict_is_its_lines_with_outcomes_a_majority_and_a_summary():
 
 
 @pytest.mark.parametrize(
-    ("difference", "separated", "claim", "outcome"),
+    ("difference", "separated", "claim", "half_width", "outcome"),
     [
-        (-0.1, True, "lower", "reproduced"),
-        (0.1, True, "lower", "reversed"),
-        (-0.1, False, "lower", "inconclusive"),
-        (0.1, True, "higher", "reproduced"),
-        (0.1, False, "same", "reproduced"),
-        (-0.1, True, "same", "reversed"),
-        (0.1, True, "not lower", "reproduced"),  # worse is not a gain: the finding of no gain holds
-        (-0.1, True, "not lower", "reversed"),
-        (-0.1, False, "not lower", "reproduced"),
+        (-0.1, True, "lower", 0.05, "reproduced"),
+        (0.1, True, "lower", 0.05, "reversed"),
+        (-0.1, False, "lower", 0.2, "inconclusive"),
+        (0.1, True, "higher", 0.05, "reproduced"),
+        # a claim of absence: the difference's interval must lie inside the margin (AURCC: 0.01)
+        (0.1, False, "same", 0.2, "inconclusive"),  # overlapping intervals alone no longer reproduce it
+        (0.002, False, "same", 0.006, "reproduced"),  # [-0.004, 0.008] inside +-0.01
+        (0.002, False, "same", 0.009, "inconclusive"),  # [-0.007, 0.011] crosses 0.01
+        (0.002, False, "same", float("nan"), "inconclusive"),  # no interval: no absence shown
+        (-0.1, True, "same", 0.05, "reversed"),  # a separated difference stays reversed
+        (0.004, True, "same", 0.001, "reproduced"),  # separated, but too small to matter
+        (0.1, True, "not lower", 0.05, "reproduced"),  # worse is not a gain: the finding of no gain holds
+        (-0.1, True, "not lower", 0.05, "reversed"),
+        (-0.1, False, "not lower", 0.2, "inconclusive"),  # a gain of up to 0.3 not excluded
+        (-0.002, False, "not lower", 0.005, "reproduced"),  # a gain above 0.01 excluded
+        (0.1, True, "not higher", 0.05, "reversed"),
+        (0.002, False, "not higher", 0.005, "reproduced"),
     ],
 )
-def test_judge_difference(difference, separated, claim, outcome):
-    assert findings.judge_difference(difference, separated, claim) == outcome
+def test_judge_difference(difference, separated, claim, half_width, outcome):
+    margin = findings.verdicts.equivalence_margin("aurcc")
+    assert findings.judge_difference(difference, separated, claim, half_width, margin) == outcome
+
+
+def test_margins_are_stated_once_for_every_metric_and_the_half_width_is_the_root_sum_of_squares():
+    from opcc_edu.names import TABLE_METRICS
+
+    verdicts = findings.verdicts
+    assert set(verdicts.EQUIVALENCE_MARGINS) == set(TABLE_METRICS)
+    assert verdicts.EQUIVALENCE_MARGINS["aurcc"] == 0.01 and all(m > 0 for m in verdicts.EQUIVALENCE_MARGINS.values())
+    assert verdicts.difference_half_width(0.003, 0.004) == pytest.approx(0.005)
+    assert verdicts.difference_half_width(0.003, 0.004) < 0.003 + 0.004  # narrower than the overlap rule's
+    assert math.isnan(verdicts.difference_half_width(0.003, float("nan")))
+    # without a margin nothing is shown absent
+    assert findings.judge_difference(0.0, False, "same", 0.001) == "inconclusive"
+    with pytest.raises(ValueError, match="metric"):
+        verdicts.equivalence_margin("accuracy")
 
 
 def test_combine_outcomes():
@@ -100,7 +125,8 @@ def test_contrast_verdict_each_kind():
     assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed", "halfcheetah": "inconclusive"}
     # the paper found no significant gain: a separated loss does not contradict it, a gain does
     no_gain = findings.contrast_verdict(table, "pci", "ev", [Expectation("aurcc", "lower", claim="not lower")])
-    assert no_gain.outcomes == {"hopper": "reversed", "walker2d": "reproduced", "halfcheetah": "reproduced"}
+    # a gain of up to 0.08 is not excluded in halfcheetah: the absence is not shown
+    assert no_gain.outcomes == {"hopper": "reversed", "walker2d": "reproduced", "halfcheetah": "inconclusive"}
     # without intervals nothing is separated
     bare = findings.contrast_verdict(table.drop(columns="ci"), "pci", "ev", [Expectation("aurcc", "lower")])
     assert set(bare.outcomes.values()) == {"inconclusive"}
@@ -110,16 +136,22 @@ def test_contrast_verdict_each_kind():
 
 def test_ensemble_size_verdict_each_kind():
     rows = []
-    for env, aurcc, cr_k in (
-        ("hopper", (0.140, 0.145), (0.30, 0.50)),  # AURCC flat, CR_K grows: reproduced
-        ("walker2d", (0.20, 0.10), (0.30, 0.30)),  # AURCC falls far, CR_K flat: reversed
-        ("halfcheetah", (0.140, 0.145), (0.30, 0.31)),  # flat, CR_K grows within the intervals
+    for env, aurcc, aurcc_ci, cr_k in (
+        ("hopper", (0.140, 0.145), 0.002, (0.30, 0.50)),  # AURCC flat within the margin, CR_K grows: reproduced
+        ("walker2d", (0.20, 0.10), 0.01, (0.30, 0.30)),  # AURCC falls far, CR_K flat: reversed
+        ("halfcheetah", (0.140, 0.145), 0.002, (0.30, 0.31)),  # flat, CR_K grows within the intervals
+        ("maze2d-open", (0.140, 0.145), 0.01, (0.30, 0.50)),  # AURCC overlaps, but up to +-0.019: not shown flat
     ):
         for level, a, c in (("2", aurcc[0], cr_k[0]), ("10", aurcc[1], cr_k[1])):
-            rows += [(env, level, "aurcc", a, 0.01), (env, level, "cr_k", c, 0.02)]
+            rows += [(env, level, "aurcc", a, aurcc_ci), (env, level, "cr_k", c, 0.02)]
     verdict = findings.ensemble_size_verdict(_table(rows))
     assert verdict[0] == "hopper: 2 -> 10 members: AURCC 0.140 -> 0.145 (change +0.005); CR_K 0.30 -> 0.50 (grows)"
-    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed", "halfcheetah": "inconclusive"}
+    assert verdict.outcomes == {
+        "hopper": "reproduced",
+        "walker2d": "reversed",
+        "halfcheetah": "inconclusive",
+        "maze2d-open": "inconclusive",  # reproduced by overlapping intervals under the old rule
+    }
 
 
 @pytest.mark.parametrize(
@@ -161,15 +193,22 @@ def test_level_difference_verdict_each_kind_with_given_and_paper_claims():
         [
             ("hopper", "0", "aurcc", 0.20, 0.01),  # prior 5 lower, separated
             ("hopper", "5", "aurcc", 0.10, 0.01),
-            ("walker2d", "0", "aurcc", 0.10, 0.05),  # within the intervals
+            ("walker2d", "0", "aurcc", 0.10, 0.05),  # within the intervals, but wider than the margin
             ("walker2d", "5", "aurcc", 0.12, 0.05),
+            ("maze2d-umaze", "0", "aurcc", 0.100, 0.003),  # the difference's interval inside +-0.01
+            ("maze2d-umaze", "5", "aurcc", 0.102, 0.003),
             ("maze2d-large", "0", "aurcc", 0.20, 0.01),
             ("maze2d-large", "5", "aurcc", 0.25, 0.01),  # prior 5 higher, separated
         ]
     )
     same = findings.level_difference_verdict(table, "prior-scale", claims="same")
     assert same[0] == "hopper: AURCC lower with 5 than with 0 (no prior) by 0.100 (separated)"
-    assert same.outcomes == {"hopper": "reversed", "walker2d": "reproduced", "maze2d-large": "reversed"}
+    assert same.outcomes == {
+        "hopper": "reversed",
+        "walker2d": "inconclusive",  # reproduced by overlap under the old rule; +-0.071 is no absence
+        "maze2d-umaze": "reproduced",  # 0.002 +- 0.004 lies inside AURCC's margin of 0.01
+        "maze2d-large": "reversed",
+    }
     lower = findings.level_difference_verdict(table, "prior-scale", claims={"hopper": "lower", "walker2d": "lower"})
     assert lower.outcomes == {"hopper": "reproduced", "walker2d": "inconclusive"}  # the large maze: no claim
     # by default each environment is judged against the paper's own cell (Tables 6 and 10)
@@ -178,7 +217,12 @@ def test_level_difference_verdict_each_kind_with_given_and_paper_claims():
     assert claims["hopper"] == {"5": "same"}  # Table 6: 0.141 vs 0.145, overlapping
     assert claims["walker2d"] == {"5": "lower"}  # Table 6: disjoint intervals
     paper = findings.level_difference_verdict(table, "prior-scale")
-    assert paper.outcomes == {"hopper": "reversed", "walker2d": "inconclusive", "maze2d-large": "reversed"}
+    assert paper.outcomes == {
+        "hopper": "reversed",
+        "walker2d": "inconclusive",
+        "maze2d-umaze": "reproduced",  # Table 10: no difference
+        "maze2d-large": "reversed",
+    }
     assert findings.paper_claims("clipping") == {}
     assert findings.level_difference_verdict(table.assign(level=table["level"]), "clipping").outcomes == {}
 
@@ -235,10 +279,11 @@ def test_findings_at_a_glance_reads_every_committed_set_and_links_the_chapters(t
     by_name = frame.set_index("ablation")
     assert by_name.loc["stochastic", column] == "–", "a configuration ablation needs all its levels"
     verdicts = frame.attrs["verdicts"]
-    # identical values for both prior scales: no difference, as the paper's umaze cell (Table 10)
-    assert verdicts[("prior-scale", column)].outcomes == {"maze2d-umaze": "reproduced"}
-    assert by_name.loc["prior-scale", column] == "reproduced"
-    assert by_name.loc["horizon", column] == verdicts[("horizon", column)].summary()
+    # identical values for both prior scales, as the paper's umaze cell (Table 10: no difference), but
+    # two seeds per level give an interval far wider than AURCC's margin: the absence is not shown
+    assert verdicts[("prior-scale", column)].outcomes == {"maze2d-umaze": "inconclusive"}
+    assert by_name.loc["prior-scale", column] == "inconclusive [1 environment only (maze2d-umaze)]"
+    assert by_name.loc["horizon", column].startswith(verdicts[("horizon", column)].summary() + " [1 environment only")
     assert by_name.loc["mixture", column] == "–"  # its second level was not run
     assert by_name.loc["horizon", "chapter"] == "{doc}`ablation_horizon`"
     table = findings.glance_table(frame)
@@ -265,7 +310,7 @@ def test_findings_at_a_glance_judges_no_environment_on_a_single_run(tmp_path):
     run(("maze2d-umaze",), (0, 1), {"prior_scale": 5.0})
     run(("hopper",), (0,), {"prior_scale": 5.0})  # one seed of the second level so far
     frame = findings.findings_at_a_glance(directory.parent.parent)
-    assert frame.attrs["verdicts"][("prior-scale", column)].outcomes == {"maze2d-umaze": "reproduced"}
+    assert set(frame.attrs["verdicts"][("prior-scale", column)].outcomes) == {"maze2d-umaze"}
     run(("hopper",), (1,), {"prior_scale": 5.0})  # the second seed lands: Hopper is judged
     frame = findings.findings_at_a_glance(directory.parent.parent)
     assert set(frame.attrs["verdicts"][("prior-scale", column)].outcomes) == {"maze2d-umaze", "hopper"}
@@ -303,7 +348,8 @@ def test_findings_at_a_glance_labels_each_root_and_the_sizes_its_runs_read(tmp_p
     columns = [c for c in both.columns if c.endswith("queries)")]
     assert columns == ["classroom models, tiny data (paper queries)", "classroom (paper queries)"]
     by_name = both.set_index("ablation")
-    assert by_name.loc["prior-scale", columns[0]] == by_name.loc["prior-scale", columns[1]] == "reproduced"
+    one = "inconclusive [1 environment only (maze2d-umaze)]"
+    assert by_name.loc["prior-scale", columns[0]] == by_name.loc["prior-scale", columns[1]] == one
     with pytest.raises(ValueError, match="two results directories give the column"):
         findings.findings_at_a_glance(first, also=[first])
 
@@ -321,3 +367,65 @@ def test_the_termination_finding_is_judged_only_where_an_episode_can_end_early()
     verdict = findings.judge_finding("termination", _table(rows))
     assert set(verdict.outcomes) == {"hopper", "walker2d"}
     assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reversed"}
+
+
+def test_a_glance_cell_says_when_its_data_is_not_comparable_with_the_papers():
+    five = "random, medium-replay, medium, medium-expert, expert"
+    rows = []
+    for env, datasets in (("hopper", "medium"), ("walker2d", "medium"), ("halfcheetah", five), ("maze2d-umaze", "1m")):
+        for level, mean in (("0", 0.10), ("5", 0.10)):
+            rows.append((env, level, "aurcc", mean, 0.001, datasets))
+    table = pd.DataFrame(rows, columns=["environment", "level", "metric", "mean", "ci", "datasets"])
+    verdict = findings.level_difference_verdict(table, "prior-scale", claims="same")
+    notes = findings.glance.comparability_notes(table, verdict, "prior-scale")
+    assert notes == ["2 of 4 environments on medium data only; paper: 5 datasets"]
+    # the mazes' 1m cells are the paper's; the dataset-type ablation's level is the dataset
+    mazes = table[table["environment"].str.startswith("maze")]
+    assert findings.glance.comparability_notes(mazes, verdict, "prior-scale") == ["1 environment only (maze2d-umaze)"]
+    one = table[table["environment"] == "hopper"]
+    alone = findings.level_difference_verdict(one, "prior-scale", claims="same")
+    assert findings.glance.comparability_notes(one, alone, "prior-scale") == [
+        "1 environment only (hopper)",
+        "on medium data only; paper: 5 datasets",
+    ]
+    assert findings.glance.comparability_notes(table, verdict, "clipping") == []  # no paper table to compare with
+    assert "not comparable" in findings.glance.GLANCE_CAPTION and "margin" in findings.glance.GLANCE_CAPTION
+
+
+def test_a_glance_cell_on_one_environment_shows_the_note(tmp_path):
+    root = tmp_path / "ablations"
+    grid = ex.plan_ablation("prior-scale", "tiny", environments=["maze2d-umaze"], datasets=["1m"], seeds=2)
+    ex.run_grid(grid, root / "paper" / "tiny", answer_fn=SyntheticAnswers(key="environment-seed"), progress=False)
+    frame = findings.findings_at_a_glance(root)
+    cell = frame.set_index("ablation").loc["prior-scale", "tiny (paper queries)"]
+    assert cell == "inconclusive [1 environment only (maze2d-umaze)]"
+
+
+def test_what_we_learned_states_the_verdicts_and_margins_the_package_computes():
+    """book/what_we_learned.md types the verdicts of the tiny profile's paper-query results and the
+    margins' agreement with the paper's tables; both must be what the package computes now."""
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "book" / "what_we_learned.md"
+    if not page.exists():
+        pytest.skip("no book/what_we_learned.md")
+    text = " ".join(page.read_text().split())
+    frame = findings.findings_at_a_glance()
+    column = "tiny (paper queries)"
+    for _, row in frame.iterrows():
+        cell = row[column].split(" [")[0]
+        if cell in ("–", "not judged"):
+            continue
+        assert f"({{doc}}`{row['chapter_name']}`)" in text, row["ablation"]
+        sentence = text.split(f"({{doc}}`{row['chapter_name']}`)")[1].split("- **")[0]
+        assert f"our verdict: {cell}" in sentence, (row["ablation"], cell)
+    agreement = findings.glance.paper_margin_agreement().set_index("metric").to_dict("index")
+    aurcc, rpp, cr_k = (agreement[m] for m in ("aurcc", "rpp", "cr_k"))
+    assert f"{aurcc['inside']} of the {aurcc['not_significant']} AURCC differences" in text
+    assert f"{aurcc['outside']} of the {aurcc['significant']} they report as significant" in text
+    assert f"inside: {rpp['inside']} of the paper's {rpp['not_significant']}" in text
+    assert f"outside: {rpp['outside']} of its {rpp['significant']}" in text
+    assert f"inside: {cr_k['inside']} of {cr_k['not_significant']}" in text
+    assert cr_k["outside"] == cr_k["significant"] and f"all {cr_k['significant']}" in text
+    margins = findings.verdicts.EQUIVALENCE_MARGINS
+    assert margins["aurcc"] == margins["loss"] == 0.01 and margins["rpp"] == 0.005 and margins["cr_k"] == 0.05

@@ -29,9 +29,11 @@ from .glance import (
     FINDINGS,
     Finding,
     chapter_name,
+    comparability_notes,
     findings_at_a_glance,
     glance_table,
     judge_finding,
+    paper_margin_agreement,
     results_label,
 )
 from .live import live_directory, live_run_problems, remove_stale_live_directories, run_live
@@ -54,6 +56,7 @@ from .results import (
 )
 from .verdicts import (
     DATASET_TYPES,
+    EQUIVALENCE_MARGINS,
     PAPER_CLAIMS,
     VERDICTS,
     Expectation,
@@ -63,7 +66,9 @@ from .verdicts import (
     contrast_verdict,
     dataset_spread_scopes,
     dataset_spread_verdict,
+    difference_half_width,
     ensemble_size_verdict,
+    equivalence_margin,
     judge_difference,
     level_difference_verdict,
     level_findings,
@@ -73,6 +78,11 @@ from .verdicts import (
 
 __all__ = [
     "AblationResults",
+    "paper_margin_agreement",
+    "equivalence_margin",
+    "difference_half_width",
+    "comparability_notes",
+    "EQUIVALENCE_MARGINS",
     "Expectation",
     "FINDINGS",
     "Finding",

@@ -18,9 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config import PROFILES
 from ...display import Table
+from ...names import METRICS
 from .. import experiments as ex
+from ..experiments.report import profile_directories
 from .verdicts import (
+    EQUIVALENCE_MARGINS,
     Expectation,
     Verdict,
     contrast_verdict,
@@ -36,6 +40,8 @@ __all__ = [
     "FINDINGS",
     "GLANCE_CAPTION",
     "chapter_name",
+    "comparability_notes",
+    "paper_margin_agreement",
     "judge_finding",
     "findings_at_a_glance",
     "glance_table",
@@ -46,9 +52,15 @@ __all__ = [
 GLANCE_CAPTION = (
     "One row per finding of the paper; per set of committed results (profile, query recipe), our verdict: "
     "reproduced, reversed or inconclusive, for a majority of the environments judged (the counts in brackets), "
-    "read from disjoint or overlapping 95% intervals; an environment enters once every cell has two runs or more "
-    "(one run has no interval). – : no result of that ablation in that set."
+    "read from 95% intervals (a finding of no difference is reproduced only when the difference's interval lies "
+    "inside the metric's equivalence margin, e.g. ±0.01 AURCC); an environment enters once every cell has two runs "
+    "or more (one run has no interval). A note in square brackets marks a verdict not comparable with the paper's: "
+    "locomotion cells on fewer datasets than the five the paper averages, or one environment only. "
+    "– : no result of that ablation in that set."
 )
+
+#: The D4RL locomotion datasets that each locomotion cell of the paper's tables averages.
+PAPER_LOCOMOTION_DATASETS = 5
 
 
 @dataclass(frozen=True)
@@ -215,6 +227,79 @@ def _with_intervals(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["environment"].isin(enough[enough].index)]
 
 
+def paper_margin_agreement() -> pd.DataFrame:
+    """How the margins sort the paper's own level differences (the check behind
+    :data:`~opcc_edu.lab.findings.verdicts.EQUIVALENCE_MARGINS`).
+
+    Returns:
+        One row per metric of :data:`opcc_edu.names.METRICS`: the margin, ``not_significant``
+        and ``inside`` (the paper's differences with overlapping intervals, and how many of them
+        are at most the margin), ``significant`` and ``outside`` (those with disjoint intervals,
+        and how many exceed the margin). Read from :func:`opcc_edu.lab.experiments.paper_results`
+        (locomotion's five-dataset means, the mazes' ``1m`` cells).
+    """
+    parts = []
+    for name in ex.ABLATIONS:
+        paper = ex.paper_results(name)
+        if len(paper):
+            parts.append(ex.level_differences(paper[paper["dataset"].isin(["all", "1m"])], name))
+    d = pd.concat(parts, ignore_index=True)
+    rows = []
+    for metric in METRICS:
+        part = d[d["metric"] == metric]
+        size = part["difference"].astype(float).abs()
+        separated = part["separated"].astype(bool)
+        margin = EQUIVALENCE_MARGINS[metric]
+        rows.append(
+            {
+                "metric": metric,
+                "margin": margin,
+                "not_significant": int((~separated).sum()),
+                "inside": int(((size <= margin + 1e-9) & ~separated).sum()),
+                "significant": int(separated.sum()),
+                "outside": int(((size > margin + 1e-9) & separated).sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def comparability_notes(table: pd.DataFrame, verdict: Verdict, ablation: str | ex.Ablation) -> list[str]:
+    """What makes a verdict not comparable with the paper's finding, each with its count.
+
+    * locomotion environments whose cells rest on fewer datasets than the five the paper's
+      locomotion cells average (an ablation with a paper table, other than the dataset-type one,
+      whose level is the dataset): ``"3 of 7 environments on medium data only; paper: 5
+      datasets"``;
+    * a verdict resting on one environment: ``"1 environment only (hopper)"``.
+
+    Args:
+        table: the aggregate the verdict was read from (with ``datasets``, as
+            :func:`opcc_edu.lab.experiments.aggregate` gives it).
+        verdict: its verdict.
+        ablation: registry key or :class:`~opcc_edu.lab.experiments.Ablation`.
+    """
+    ablation = ex.get_ablation(ablation)
+    judged = [env for env in verdict.outcomes if env in set(table["environment"])]
+    if not judged and verdict.outcomes:  # a finding about all environments
+        judged = list(dict.fromkeys(table["environment"]))
+    notes = []
+    if ablation.paper_tables and ablation.factor != "dataset" and "datasets" in table.columns:
+        few: dict[str, list[str]] = {}
+        for env in judged:
+            if env.startswith("maze2d"):
+                continue
+            cells = table.loc[table["environment"] == env, "datasets"]
+            used = {d.strip() for cell in cells for d in str(cell).split(",")}
+            if len(used) < PAPER_LOCOMOTION_DATASETS:
+                few.setdefault(", ".join(sorted(used)), []).append(env)
+        for datasets, envs in few.items():
+            where = "" if len(judged) == 1 else f"{len(envs)} of {len(judged)} environments "
+            notes.append(f"{where}on {datasets} data only; paper: {PAPER_LOCOMOTION_DATASETS} datasets")
+    if len(judged) == 1:
+        notes.insert(0, f"1 environment only ({judged[0]})")
+    return notes
+
+
 def findings_at_a_glance(
     root: str | os.PathLike | None = None, also: Sequence[str | os.PathLike] | None = None
 ) -> pd.DataFrame:
@@ -237,13 +322,12 @@ def findings_at_a_glance(
         DataFrame with ablation, title, finding (the paper's, in words), paper_tables, one
         column per results directory (:func:`results_label`: ``"<profile> (<recipe> queries)"``,
         saying so where the runs read another profile's data and queries; the verdict's
-        :meth:`~opcc_edu.lab.findings.verdicts.Verdict.summary`, ``"–"`` without results, ``"not
+        :meth:`~opcc_edu.lab.findings.verdicts.Verdict.summary` followed by its
+        :func:`comparability_notes` in square brackets, ``"–"`` without results, ``"not
         judged"`` for a finding the paper does not state), chapter (a MyST ``{doc}`` link, empty
         when the chapter does not exist) and chapter_name. ``attrs["verdicts"]`` maps
         (ablation, column) to the :class:`~opcc_edu.lab.findings.verdicts.Verdict`.
     """
-    from ..experiments.report import profile_directories
-
     root_path = Path(root) if root is not None else ex.find_results_root()
     if also is None:
         also = sorted(root_path.parent.glob(f"{root_path.name}-*")) if root is None and root_path is not None else []
@@ -280,6 +364,9 @@ def findings_at_a_glance(
             row[column] = "not judged" if verdict is None else verdict.summary()
             if verdict is not None:
                 verdicts[(ablation.name, column)] = verdict
+                notes = comparability_notes(table, verdict, ablation) if verdict.outcomes else []
+                if notes:
+                    row[column] += " [" + "; ".join(notes) + "]"
         row["chapter"] = f"{{doc}}`{chapter}`" if exists else ""
         row["chapter_name"] = chapter if exists else ""
         rows.append(row)
@@ -297,8 +384,6 @@ def results_label(directory: str | os.PathLike) -> str:
     tiny profile's 20,000 transitions and 300 queries), the label says so:
     ``"classroom models, tiny data (paper queries)"``, or names the sizes when no profile has
     them."""
-    from ...config import PROFILES
-
     directory = Path(directory)
     recipe = ex.results_recipe(directory)
     name = directory.name

@@ -5,12 +5,33 @@ tests, like any list of strings) that also carries the machine-readable outcome 
 environment, one of :data:`VERDICTS`:
 
 * ``"reproduced"`` -- our intervals show what the paper found: a difference in the paper's
-  direction with disjoint 95% intervals, or, for a finding of no significant difference,
-  intervals that overlap (the paper's own reading);
+  direction with disjoint 95% intervals, or, for a finding of no difference, a difference whose
+  95% interval lies inside the metric's equivalence margin (:data:`EQUIVALENCE_MARGINS`);
 * ``"reversed"`` -- our intervals contradict it: a separated difference the other way, or a
-  separated difference where the paper found none;
+  separated difference (outside the margin) where the paper found none;
 * ``"inconclusive"`` -- neither: the intervals overlap where the paper found a difference, a
-  finding with several parts comes out mixed, or the table lacks what the finding needs.
+  difference of unknown size where the paper found none (overlapping intervals wider than the
+  margin), a finding with several parts comes out mixed, or the table lacks what it needs.
+
+A finding of no difference (claim ``"same"``; ``"not lower"`` / ``"not higher"``: none that
+way) claims an absence, which overlapping intervals cannot show (a small experiment overlaps
+everywhere): it is reproduced only when ``difference +- half-width`` lies inside ``+-margin``
+(one-sided for ``"not ..."``), an equivalence test at the 95% level of each side. The
+**half-width** is ``sqrt(a_ci**2 + b_ci**2)`` from the two levels' intervals
+(:func:`difference_half_width`): exact for independent means, conservative for our levels,
+whose shared seeds and datasets make the paired interval narrower; no interval, no absence.
+
+**The margins** (:data:`EQUIVALENCE_MARGINS`, once per metric) are differences too small to
+change a conclusion of the paper, checked on its own level differences (five-dataset locomotion
+means, mazes' ``1m`` cells; :func:`opcc_edu.lab.findings.glance.paper_margin_agreement`):
+AURCC and loss ``0.01`` (both are fractions of answered queries that are wrong, AURCC averaged
+over coverage: one point; inside it 41 of the paper's 46 non-significant AURCC differences and
+41 of 50 loss ones, outside 29 of 46 significant AURCC and 36 of 42 loss ones: its many runs
+make some sub-point differences significant); RPP ``0.005`` (half a percent of the pairs;
+inside 47 of 55, outside 35 of 37); CR_K ``0.05`` (five points of coverage; inside 41 of 44,
+outside all 48). Tie-fair metrics, without a paper table: tie-fair AURCC and selective gain
+``0.01`` (AURCC's units), tie-fair RPP ``0.005``, AUGRC ``0.005`` (risk times coverage, about
+half AURCC's scale), AUROC ``0.02``.
 
 :meth:`Verdict.overall` is the outcome of a majority of the judged environments
 (``"inconclusive"`` without one); :meth:`Verdict.summary` says it in a few words.
@@ -30,6 +51,36 @@ from .. import experiments as ex
 
 #: The outcomes of a verdict, per environment.
 VERDICTS: tuple[str, ...] = ("reproduced", "reversed", "inconclusive")
+
+#: Equivalence margin of each metric: the largest difference (either way) that still counts as "no
+#: difference" when a finding of absence is judged (see the module's docstring for the reasons).
+EQUIVALENCE_MARGINS: dict[str, float] = {
+    "aurcc": 0.01,
+    "rpp": 0.005,
+    "cr_k": 0.05,
+    "loss": 0.01,
+    "expected_aurcc": 0.01,
+    "expected_rpp": 0.005,
+    "selective_gain": 0.01,
+    "augrc": 0.005,
+    "auroc": 0.02,
+}
+
+
+def equivalence_margin(metric: str) -> float:
+    """:data:`EQUIVALENCE_MARGINS` of ``metric`` (one of :data:`opcc_edu.names.TABLE_METRICS`)."""
+    check_choice(metric, TABLE_METRICS, "metric")
+    return EQUIVALENCE_MARGINS[metric]
+
+
+def difference_half_width(a_ci: float, b_ci: float) -> float:
+    """95% half-width of a difference of two means from their own: ``sqrt(a^2 + b^2)`` (``nan``
+    when either is missing; conservative for our correlated levels, see the module's docstring)."""
+    a_ci, b_ci = float(a_ci), float(b_ci)
+    if not (np.isfinite(a_ci) and np.isfinite(b_ci)):
+        return float("nan")
+    return float(np.hypot(a_ci, b_ci))
+
 
 #: What the paper found about a level against its reference, as :func:`judge_difference` reads it:
 #: ``"lower"`` / ``"higher"`` (a significant difference that way), ``"same"`` (no significant
@@ -100,23 +151,48 @@ def _separated(a_mean: float, a_ci: float, b_mean: float, b_ci: float) -> bool:
     return bool(np.isfinite(a_ci) and np.isfinite(b_ci) and abs(b_mean - a_mean) > a_ci + b_ci + 1e-9)
 
 
-def judge_difference(difference: float, separated: bool, claim: str) -> str:
+def judge_difference(
+    difference: float,
+    separated: bool,
+    claim: str,
+    half_width: float = float("nan"),
+    margin: float = float("nan"),
+) -> str:
     """One outcome of :data:`VERDICTS` for a level against its reference.
 
     Args:
         difference: ours, level minus reference.
         separated: whether our two 95% intervals are disjoint.
         claim: what the paper found, one of :data:`PAPER_CLAIMS`.
+        half_width: the 95% half-width of ``difference`` (:func:`difference_half_width`); read
+            for a claim of absence only (``nan``: unknown, so no absence is shown).
+        margin: the metric's equivalence margin (:func:`equivalence_margin`); read for a claim of
+            absence only.
+
+    A claim of a difference is reproduced by a separated difference that way, reversed by one the
+    other way, else inconclusive. A claim of absence is reproduced when the difference's interval
+    lies inside the margin (``"not lower"``: above ``-margin``; ``"not higher"``: below it), else
+    reversed by a separated difference against it, else inconclusive.
     """
     check_choice(claim, PAPER_CLAIMS, "claim")
-    if claim == "same":
-        return "reversed" if separated else "reproduced"
     way = "lower" if difference < 0 else "higher"
-    if claim.startswith("not "):
-        return "reversed" if separated and way == claim[4:] else "reproduced"
-    if not separated:
-        return "inconclusive"
-    return "reproduced" if way == claim else "reversed"
+    if claim in ("lower", "higher"):
+        if not separated:
+            return "inconclusive"
+        return "reproduced" if way == claim else "reversed"
+    low, high = difference - half_width, difference + half_width
+    if claim == "same":
+        inside = bool(np.isfinite(margin) and -margin - 1e-12 <= low and high <= margin + 1e-12)
+        against = separated
+    elif claim == "not lower":
+        inside = bool(np.isfinite(margin) and low >= -margin - 1e-12)
+        against = separated and way == "lower"
+    else:  # "not higher"
+        inside = bool(np.isfinite(margin) and high <= margin + 1e-12)
+        against = separated and way == "higher"
+    if inside:
+        return "reproduced"
+    return "reversed" if against else "inconclusive"
 
 
 def combine_outcomes(outcomes: Sequence[str]) -> str:
@@ -221,7 +297,9 @@ def trend_verdict(table: pd.DataFrame, metric: str = "aurcc", level_prefix: str 
             f"{env}: {_metric_label(metric)} {level_prefix}{first} {a['mean']:.3f} -> "
             f"{level_prefix}{last} {b['mean']:.3f}: {trend} ({status})"
         )
-        outcomes[env] = judge_difference(b["mean"] - a["mean"], separated, claim) if first != last else "inconclusive"
+        half = difference_half_width(a["ci"], b["ci"])
+        outcome = judge_difference(b["mean"] - a["mean"], separated, claim, half, equivalence_margin(metric))
+        outcomes[env] = outcome if first != last else "inconclusive"
     return Verdict(lines, outcomes)
 
 
@@ -259,8 +337,12 @@ def contrast_verdict(table: pd.DataFrame, level: str, reference: str, expectatio
                 judged.append("inconclusive")
                 continue
             ci = half.loc[(env, e.metric)] if (env, e.metric) in half.index else {}
-            separated = _separated(theirs, ci.get(reference, np.nan), ours, ci.get(level, np.nan))
-            judged.append(judge_difference(ours - theirs, separated, e.paper_claim))
+            a_ci, b_ci = ci.get(reference, np.nan), ci.get(level, np.nan)
+            separated = _separated(theirs, a_ci, ours, b_ci)
+            width = difference_half_width(a_ci, b_ci)
+            judged.append(
+                judge_difference(ours - theirs, separated, e.paper_claim, width, equivalence_margin(e.metric))
+            )
             parts.append(
                 f"{_metric_label(e.metric)} {level.upper()} {ours:.{e.digits}f} vs {reference.upper()} "
                 f"{theirs:.{e.digits}f} ({e.judge(ours, theirs)})"
@@ -273,8 +355,9 @@ def contrast_verdict(table: pd.DataFrame, level: str, reference: str, expectatio
 def ensemble_size_verdict(table: pd.DataFrame) -> Verdict:
     """From the smallest to the full ensemble: the change of AURCC, and whether CR_K grows.
 
-    The paper's finding has two parts: AURCC barely changes (no significant difference) and
-    CR_K grows (a significant increase); the outcome combines them (:func:`combine_outcomes`).
+    The paper's finding has two parts: AURCC barely changes (no significant difference: judged
+    against AURCC's equivalence margin) and CR_K grows (a significant increase); the outcome
+    combines them (:func:`combine_outcomes`).
 
     Returns:
         One line per environment; the outcome per environment.
@@ -290,7 +373,10 @@ def ensemble_size_verdict(table: pd.DataFrame) -> Verdict:
             f"{env}: {small} -> {full} members: AURCC {a:.3f} -> {b:.3f} (change {b - a:+.3f}); "
             f"CR_K {c:.2f} -> {d:.2f} ({'grows' if d > c else 'does not grow'})"
         )
-        aurcc = judge_difference(b - a, _separated(a, half[(small, "aurcc")], b, half[(full, "aurcc")]), "same")
+        a_ci, b_ci = half[(small, "aurcc")], half[(full, "aurcc")]
+        aurcc = judge_difference(
+            b - a, _separated(a, a_ci, b, b_ci), "same", difference_half_width(a_ci, b_ci), equivalence_margin("aurcc")
+        )
         cr_k = judge_difference(d - c, _separated(c, half[(small, "cr_k")], d, half[(full, "cr_k")]), "higher")
         outcomes[env] = combine_outcomes([aurcc, cr_k]) if small != full else "inconclusive"
     return Verdict(lines, outcomes)
@@ -399,6 +485,8 @@ def level_difference_verdict(
     check_choice(metric, TABLE_METRICS, "metric")
     titles = level_titles(ablation)
     d = ex.level_differences(table, ablation)
+    half = _half_widths(table, metric)
+    margin = equivalence_margin(metric)
     if claims is None:
         claims = paper_claims(ablation, metric)
     lines, judged = [], {}
@@ -413,9 +501,23 @@ def level_difference_verdict(
         if isinstance(claim, Mapping):  # per level: {level: claim}
             claim = claim.get(row["level"])
         if claim is not None:
-            outcome = judge_difference(row["difference"], bool(row["separated"]), claim)
+            width = difference_half_width(
+                half.get((row["environment"], row["reference"]), np.nan),
+                half.get((row["environment"], row["level"]), np.nan),
+            )
+            outcome = judge_difference(row["difference"], bool(row["separated"]), claim, width, margin)
             judged.setdefault(row["environment"], []).append(outcome)
     return Verdict(lines, {env: combine_outcomes(found) for env, found in judged.items()})
+
+
+def _half_widths(table: pd.DataFrame, metric: str) -> dict[tuple[str, str], float]:
+    """(environment, level) -> 95% half-width of ``metric`` (a level's first row, as
+    :func:`opcc_edu.lab.experiments.level_differences` reads it); empty without ``ci``."""
+    part = table[table["metric"] == metric]
+    if "ci" not in part.columns:
+        return {}
+    part = part.assign(level=part["level"].astype(str)).drop_duplicates(["environment", "level"])
+    return {(env, lv): float(ci) for env, lv, ci in zip(part["environment"], part["level"], part["ci"], strict=True)}
 
 
 def paper_claims(ablation: str | ex.Ablation, metric: str = "aurcc") -> dict[str, dict[str, str]]:
