@@ -221,3 +221,20 @@ def test_no_chapter_repeats_a_block_of_another_chapter():
         for b in names[i + 1 :]:
             runs = repeated_runs(code[a], code[b])
             assert not runs, f"{a} repeats {REPEAT_LIMIT}+ code lines of {b} (move them into the package): {runs[0]}"
+
+
+def test_doc_links_resolve_and_exercise_labels_are_unique():
+    # caught here in a second, instead of by the executed book build's warnings
+    pages = [p for p in (ROOT / "book").rglob("*") if p.suffix in (".ipynb", ".md") and "_build" not in p.parts]
+    missing, labels = [], {}
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"\{doc\}`([^`]*)`", text):
+            target = re.sub(r".*<(.*)>", r"\1", match.group(1)).strip()
+            base = ROOT / target.lstrip("/") if target.startswith("/") else page.parent / target
+            if not any(base.with_suffix(suffix).exists() for suffix in (".ipynb", ".md")):
+                missing.append(f"{page.relative_to(ROOT)}: {target}")
+        for match in re.finditer(r":label: ([\w-]+)", text):
+            labels.setdefault(match.group(1), []).append(str(page.relative_to(ROOT)))
+    assert missing == [], "{doc} links to pages that do not exist (a page under lab_notes/ links with ../)"
+    assert {label: where for label, where in labels.items() if len(where) > 1} == {}
