@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -176,13 +177,25 @@ class Table(str):
 
     @staticmethod
     def _cell(tag: str, numeric: bool, text: str, best: bool = False, rows: int = 1) -> str:
-        if numeric:
+        parts = re.split(r"( → | / )", text) if numeric and tag == "td" else [text]
+        if numeric and len(parts) > 1:
+            # a number with its interval never breaks; a cell of several ("a → b", "a / b") may
+            # break between them, so a table of intervals still fits the text column
+            style = ' style="text-align: right"'
+            body = "".join(
+                html.escape(part) if i % 2 else f'<span style="white-space: nowrap">{html.escape(part)}</span>'
+                for i, part in enumerate(parts)
+            )
+        elif numeric and tag == "td":
             style = ' style="text-align: right; white-space: nowrap"'
-        elif len(text) > _WRAP_AFTER:  # long text wraps into a few lines, not a column of single words
-            style = ' style="min-width: 10em"'
+            body = html.escape(text)
+        elif numeric:  # a header may wrap between its words
+            style = ' style="text-align: right"'
+            body = html.escape(text)
         else:
-            style = ""
-        body = f"<strong>{html.escape(text)}</strong>" if best else html.escape(text)
+            style = ' style="min-width: 10em"' if len(text) > _WRAP_AFTER else ""  # a few lines, not single words
+            body = html.escape(text)
+        body = f"<strong>{body}</strong>" if best else body
         mark = ' class="best"' if best else ""
         span = f' rowspan="{rows}"' if rows > 1 else ""
         return f"<{tag}{mark}{span}{style}>{body}</{tag}>"

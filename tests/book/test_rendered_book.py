@@ -358,3 +358,35 @@ def test_pages_in_a_browser():
             browser.save_screenshot(str(shots / f"{Path(entry).name}.png"))
     finally:
         browser.quit()
+
+
+#: Pages that are not lessons: their tables may scroll (the lab notes hold the research record).
+NOT_LESSONS = ("lab_notes/", "assignments/", "teaching_guide", "references", "glossary", "running_at_paper_scale")
+
+#: The width of every visible table of the page's article against the article's own width.
+TABLE_WIDTHS = """
+const main = document.querySelector('main article') || document.querySelector('article') || document.body;
+const column = main.getBoundingClientRect().width;
+const out = [];
+for (const table of main.querySelectorAll('table')) {
+  let hidden = table.offsetParent === null;
+  for (let e = table; e; e = e.parentElement) { if (e.tagName === 'DETAILS' && !e.open) hidden = true; }
+  if (!hidden) out.push([table.scrollWidth, column, table.innerText.slice(0, 60)]);
+}
+return out;
+"""
+
+
+@needs_book
+def test_no_lesson_table_is_wider_than_the_text_column_at_1280_px():
+    lessons = [entry for entry in sorted(PAGES) if not any(part in entry for part in NOT_LESSONS)]
+    browser = _browser()
+    try:
+        browser.set_window_size(1280, 1600)
+        too_wide = []
+        for entry in lessons:
+            browser.get(PAGES[entry].resolve().as_uri())
+            too_wide += [(entry, w, c, head) for w, c, head in browser.execute_script(TABLE_WIDTHS) if w > c + 1]
+    finally:
+        browser.quit()
+    assert too_wide == [], f"tables wider than the text column (width, column, first text): {too_wide[:5]}"
