@@ -5,6 +5,12 @@ run's (N, M) member values as :class:`RunValues`. :func:`baseline_answer_functio
 loads the baseline's ensemble; :func:`synthetic_answer_function` is an instant stand-in for
 exercising the runner. :func:`score_run` turns member values into the rows of the results
 table through :func:`opcc_edu.scoring.score_values`, the one scoring function.
+
+Why :class:`RunValues` and not :class:`opcc_edu.baselines.Answers`: a run's result crosses a
+process boundary (a worker, a Ray task) and is stored in a results directory, so it holds plain
+arrays and JSON-ready info only; ``Answers`` holds the query set, the model's configuration and
+the scores, for use in one process. The ensemble answer function asks for values only, and the
+run is scored once, here.
 """
 
 from __future__ import annotations
