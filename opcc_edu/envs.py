@@ -10,7 +10,8 @@ Python. Here:
   for every step whose resulting position lies within 0.5 of the goal, no termination, the
   observation ``[x, y, vx, vy]`` and the episode limits of Table 8 (150, 300, 600, 800).
   Deviation from D4RL: coordinates are those of gymnasium-robotics (the maze is centred on the
-  origin, one cell is one unit), and the goal is the exact centre of its cell.
+  origin, one cell is one unit), and the goal is the exact centre of its cell; each maze's
+  ``<maze>-d4rl-goal`` variant (:func:`d4rl_goal_env`) rewards around D4RL's goal point instead.
 * ``halfcheetah``, ``hopper`` and ``walker2d`` are gymnasium's v5 MuJoCo tasks (1000 steps).
 
 Every environment's full simulator state is ``concat(qpos, qvel)``. :func:`get_state` and
@@ -83,6 +84,14 @@ MAZE_RESET_NOISE = 0.25
 """Uniform noise (per axis) around a free cell's centre for maze start positions."""
 MAZE_MAX_SPEED = 5.0
 """PointMaze clips each velocity component to this bound before every step."""
+#: Where D4RL's maze2d puts the ball's body in the world (``maze_model.py``: ``pos=[1.2, 1.2, 0]``);
+#: its observations are the slide joints' positions, measured from there.
+D4RL_BALL_BODY = 1.2
+#: Where D4RL puts the wall box of layout cell (row, column): world ``(row + 1, column + 1)``.
+D4RL_CELL_OFFSET = 1.0
+#: Observed D4RL coordinates of cell (row, column)'s centre are ``(row, column) - D4RL_FRAME_SHIFT``.
+D4RL_FRAME_SHIFT = D4RL_BALL_BODY - D4RL_CELL_OFFSET
+D4RL_GOAL_SUFFIX = "-d4rl-goal"  # names a maze's variant rewarded around D4RL's goal point, centre + (0.2, -0.2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +116,17 @@ class EnvSpec:
     """Maze layout (1 = wall) for maze tasks."""
     goal_cell: tuple[int, int] | None = None
     """(row, column) of the fixed goal cell for maze tasks."""
+    goal_shift: tuple[float, float] = (0.0, 0.0)
+    """Offset (x, y) of the rewarded point from the goal cell's centre (D4RL's for variants)."""
 
     @property
     def is_maze(self) -> bool:
         return self.kind == "maze"
+
+    @property
+    def goal_xy(self) -> np.ndarray:
+        """The rewarded point (x, y) of a maze, :attr:`MazeEnv.goal`: goal cell centre + ``goal_shift``."""
+        return MazeGeometry(self.maze_map).cell_center(np.asarray(self.goal_cell)) + self.goal_shift
 
 
 def _maze(name: str, layout: list[list[int]], goal: tuple[int, int], steps: int) -> EnvSpec:
@@ -145,8 +161,23 @@ DEFAULT_ENV = "maze2d-umaze"
 
 
 def get_spec(name: str) -> EnvSpec:
-    """Return the :class:`EnvSpec` of an environment; ValueError lists valid names."""
-    return ENV_SPECS[check_choice(name, ENV_SPECS, "environment")]
+    """The :class:`EnvSpec` of an environment or a maze's ``-d4rl-goal`` variant; ValueError lists valid names."""
+    base = name.removesuffix(D4RL_GOAL_SUFFIX) if isinstance(name, str) else name
+    if base != name and base in MAZE_NAMES:
+        return dataclasses.replace(ENV_SPECS[base], name=name, goal_shift=(D4RL_FRAME_SHIFT, -D4RL_FRAME_SHIFT))
+    if name not in ENV_NAMES:
+        raise ValueError(f"unknown environment {name!r}; valid choices: {', '.join(ENV_NAMES)}, <maze>-d4rl-goal")
+    return ENV_SPECS[name]
+
+
+def d4rl_goal_env(name: str) -> str:
+    """The variant of maze ``name`` rewarded around D4RL's goal point (``<maze>-d4rl-goal``)."""
+    return check_choice(name, MAZE_NAMES, "name (a maze)") + D4RL_GOAL_SUFFIX
+
+
+def base_env_name(name: str) -> str:
+    """The maze a ``-d4rl-goal`` variant is built on; any other valid name unchanged."""
+    return get_spec(name).name.removesuffix(D4RL_GOAL_SUFFIX)
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,7 +265,7 @@ class MazeEnv(gym.Env):
         self.model = self.point_env.model
         self.data = self.point_env.data
         self.maze = self._inner.maze
-        self.goal = np.asarray(self.maze.cell_rowcol_to_xy(np.array(spec.goal_cell)), dtype=np.float64)
+        self.goal = spec.goal_xy  # the goal cell's centre (maze.cell_rowcol_to_xy) + goal_shift
         self._inner.goal = self.goal.copy()
         self._inner.update_target_site_pos()
         rows, cols = np.nonzero(np.asarray(layout) == 0)
@@ -288,8 +319,8 @@ def gym_id(name: str) -> str:
 
 
 def _register_mazes() -> None:
-    for spec in ENV_SPECS.values():
-        if spec.is_maze and gym_id(spec.name) not in gym.registry:
+    for spec in map(get_spec, MAZE_NAMES + tuple(map(d4rl_goal_env, MAZE_NAMES))):
+        if gym_id(spec.name) not in gym.registry:
             gym.register(
                 id=gym_id(spec.name),
                 entry_point="opcc_edu.envs:MazeEnv",

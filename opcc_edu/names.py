@@ -16,8 +16,13 @@ ALL_HORIZONS = "all"
 #: The query-set recipes: ``paper`` builds sets as the original benchmark built its released
 #: sets (the default, the shipped benchmark); ``hard`` is the earlier recipe of this package
 #: (half same-state queries, policies compared with themselves, a 0.1 h maze filter), shipped
-#: unchanged as a harder variant.
-QUERY_RECIPES: tuple[str, ...] = ("paper", "hard")
+#: unchanged as a harder variant; ``original`` is the original benchmark's released sets and
+#: policies, converted (its targets, for comparison with the paper), and ``original-relabelled``
+#: the same queries labelled again in today's simulators.
+QUERY_RECIPES: tuple[str, ...] = ("paper", "hard", "original", "original-relabelled")
+
+#: The recipes of the original benchmark's released queries (compared by its own policies).
+ORIGINAL_RECIPES: tuple[str, ...] = ("original", "original-relabelled")
 
 #: The recipe of the default query sets.
 DEFAULT_QUERY_RECIPE = "paper"
@@ -73,6 +78,7 @@ __all__ = [
     "HORIZONS",
     "METRICS",
     "METRIC_NAMES",
+    "ORIGINAL_RECIPES",
     "QUERY_RECIPES",
     "TABLE_METRICS",
     "TIE_FAIR_METRICS",

@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .envs import ENV_NAMES, GOAL_RADIUS, get_spec, make_env
+from .envs import ENV_NAMES, GOAL_RADIUS, base_env_name, get_spec, make_env
 from .simulate.batch import LocomotionRewardSpec
-from .utils import check_choice
 
 if TYPE_CHECKING:
     import torch
@@ -79,7 +78,8 @@ class MazeRewardSpec:
 
 
 def _check_env(env_name: str) -> str:
-    return check_choice(env_name, ENV_NAMES, "environment")
+    """The environment's base name (a ``-d4rl-goal`` variant's maze); ValueError lists the valid names."""
+    return base_env_name(env_name)
 
 
 @functools.cache
@@ -225,8 +225,7 @@ def reward_feature(env_name: str, state: Any, next_state: Any, dt: float | None 
         (...) ``x_velocity = (x_after - x_before) / dt`` for locomotion (as gymnasium computes
         it); ``None`` for the mazes, whose reward the observations determine.
     """
-    _check_env(env_name)
-    if REWARD_FEATURES[env_name] is None:
+    if REWARD_FEATURES[_check_env(env_name)] is None:
         return None
     if np.shape(state) != np.shape(next_state) or len(np.shape(state)) == 0:
         raise ValueError(
@@ -271,9 +270,8 @@ def dataset_reward_feature(
         ValueError: a locomotion dataset without recorded simulator states (``infos/qpos``;
             every generated dataset records them, arrays given by hand may not).
     """
-    _check_env(env_name)
     rewards = np.asarray(dataset["rewards"], dtype=np.float64).reshape(-1)
-    if REWARD_FEATURES[env_name] is None:
+    if REWARD_FEATURES[_check_env(env_name)] is None:
         return rewards
     if "infos/qpos" not in dataset:
         raise missing_states_error(env_name, dataset_name)

@@ -55,9 +55,9 @@ def estimate_values(
         ``(values_a, values_b)``, each (N, M) float64 (or (N, M, R)).
     """
     if policies is None:
-        from ..policies import load_policies
+        from ..queries import query_policies
 
-        policies = load_policies(queries.env_name)
+        policies = query_policies(queries)
     n = len(queries)
     obs = np.concatenate([queries.obs_a, queries.obs_b]).astype(np.float32)
     first = np.concatenate([queries.action_a, queries.action_b]).astype(np.float32)

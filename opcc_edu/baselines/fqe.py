@@ -46,6 +46,7 @@ import numpy as np
 
 from ..confidence import resolve_confidences
 from ..config import Profile, get_profile
+from ..envs import base_env_name
 from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
 from ..utils import check_positive_int, dataclass_from_dict, get_device
 from .answers import Answers
@@ -389,12 +390,13 @@ def answer_queries_fqe(
         from ..queries import load_queries
 
         queries = select_profile_queries(load_queries(env_name, recipe or DEFAULT_QUERY_RECIPE))
-    if queries.env_name != env_name:
+    if base_env_name(queries.env_name) != base_env_name(env_name):
         raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
+    env_name = queries.env_name  # a maze's original queries live in its -d4rl-goal variant
     if policies is None:
-        from ..policies import load_policies
+        from ..queries import query_policies
 
-        policies = load_policies(env_name)
+        policies = query_policies(queries)
     if dataset is None:
         dataset = load_dataset(env_name, dataset_name, size=dataset_size, seed=dataset_seed, progress=progress)
     gammas = np.unique(queries.gamma)

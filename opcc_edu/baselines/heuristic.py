@@ -11,10 +11,10 @@ is therefore answered ``0`` with confidence 0.
 * **Mazes.** ``d`` = shortest-path length in cells (breadth-first search over 4-connected free
   cells, :func:`maze_goal_distances`) from the cell holding the start position ``obs[:, :2]``
   (found exactly as the environment does, :class:`opcc_edu.envs.MazeGeometry`) to the
-  goal cell; ``e`` = Euclidean distance from the start position to the goal (the centre of
-  the goal cell, ``MazeEnv.goal``). ``score = -(d + e / (2 * (1 + e)))``. The second term lies
-  in [0, 0.5), so the integer cell distance decides and the straight-line distance only breaks
-  its ties.
+  goal cell; ``e`` = Euclidean distance from the start position to the goal point
+  (``MazeEnv.goal``: the goal cell's centre, shifted in a ``-d4rl-goal`` variant).
+  ``score = -(d + e / (2 * (1 + e)))``. The second term lies in [0, 0.5), so the integer cell
+  distance decides and the straight-line distance only breaks its ties.
 * **Locomotion.** ``R`` = mean return of the side's policy level in the Table 9 analogue
   (:func:`opcc_edu.policies.policy_table`), divided by the spread (max - min) of the four
   levels' mean returns; ``v`` = forward (x) velocity of the start observation.
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..envs import MAZE_NAMES, MazeGeometry, get_spec, grid_distances
+from ..envs import MAZE_NAMES, MazeGeometry, d4rl_goal_env, get_spec, grid_distances
 from ..names import ALL_HORIZONS
 from ..scoring import score_answers
 from ..utils import check_choice
@@ -84,7 +84,7 @@ class HeuristicAnswers:
 
 
 def _check_maze(env_name: str) -> str:
-    return check_choice(get_spec(env_name).name, MAZE_NAMES, "env_name (a maze)")
+    return check_choice(get_spec(env_name).name, [*MAZE_NAMES, *map(d4rl_goal_env, MAZE_NAMES)], "env_name (a maze)")
 
 
 @functools.cache  # lru_cache(maxsize=None): one grid per maze per process
@@ -123,8 +123,9 @@ def maze_start_scores(env_name: str, obs: np.ndarray) -> tuple[np.ndarray, np.nd
 
     Returns:
         ``(d, e, score)``, each (N,) float64: cell distance to the goal cell, Euclidean
-        distance to the goal centre and ``-(d + e / (2 * (1 + e)))``. A position that falls
-        in a wall cell (never in the shipped sets) counts from the nearest free cell centre.
+        distance to the goal point (:attr:`opcc_edu.envs.EnvSpec.goal_xy`) and
+        ``-(d + e / (2 * (1 + e)))``. A position that falls in a wall cell (never in the
+        shipped sets) counts from the nearest free cell centre.
 
     Raises:
         ValueError: ``env_name`` is not a maze, or ``obs`` has the wrong shape.
@@ -143,7 +144,7 @@ def maze_start_scores(env_name: str, obs: np.ndarray) -> tuple[np.ndarray, np.nd
         free = np.argwhere(np.isfinite(distances))
         nearest = np.linalg.norm(xy[walled, None, :] - geometry.cell_center(free)[None], axis=-1).argmin(axis=1)
         d[walled] = distances[free[nearest, 0], free[nearest, 1]]
-    e = np.linalg.norm(xy - geometry.cell_center(np.asarray(spec.goal_cell)), axis=1)
+    e = np.linalg.norm(xy - spec.goal_xy, axis=1)
     return d, e, -(d + e / (2.0 * (1.0 + e)))
 
 

@@ -68,10 +68,12 @@ def run_end_to_end(
 
     from ..datasets import resolve_dataset
     from ..envs import DEFAULT_ENV, get_spec
+    from ..queries import recipe_env
 
     env_name = DEFAULT_ENV if env_name is None else env_name
     env_name = get_spec(env_name).name  # resolved once here: unknown names fail, listing the valid ones
     check_choice(queries, QUERY_RECIPES, "queries")
+    env_name = recipe_env(env_name, queries)  # a maze's original queries: its -d4rl-goal variant
     check_choice(baseline, BASELINES, "baseline")
     dataset_name = resolve_dataset(env_name, dataset_name)
     config = EnsembleConfig.from_profile() if config is None else config
@@ -123,6 +125,8 @@ def run_end_to_end(
         where = "loaded from the cache" if answers.cache_hit else f"trained in {answers.train_seconds:.1f} s"
         echo(f"  ensemble {where}; {len(answers.target)} queries answered in {answers.answer_seconds:.1f} s")
         directory = Path(out) / env_name / dataset_name
+    if queries != DEFAULT_QUERY_RECIPE:  # results of another query set never overwrite the benchmark's
+        directory = directory / f"{queries}-queries"
     echo("")
     echo(format_metrics(answers))
     predictor = format_predictor_metrics(answers)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..envs import get_spec
-from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+from ..names import DEFAULT_QUERY_RECIPE, ORIGINAL_RECIPES, QUERY_RECIPES
 from ..queries.filtering import gap_rule, unambiguous
 from ..queries.labelling import observations
 from ..queries.metadata import CALLER_POLICIES, policy_checksums
@@ -129,6 +129,10 @@ def _assemble(
     return queries.validate()
 
 
+BUILT_RECIPES = tuple(name for name in QUERY_RECIPES if name not in ORIGINAL_RECIPES)
+"""The recipes this module builds (the original benchmark's sets are imported: :mod:`opcc_edu.build.original`)."""
+
+
 def resolve_recipe(
     recipe: str | QueryRecipe | PaperRecipe | None, **recipe_fields: Any
 ) -> tuple[str, QueryRecipe | PaperRecipe]:
@@ -147,14 +151,14 @@ def resolve_recipe(
     if recipe is None:
         recipe = DEFAULT_QUERY_RECIPE
     if isinstance(recipe, str):
-        check_choice(recipe, QUERY_RECIPES, "recipe")
+        check_choice(recipe, BUILT_RECIPES, "recipe")
         recipe = PaperRecipe() if recipe == "paper" else QueryRecipe()
     if isinstance(recipe, PaperRecipe):
         return "paper", PaperRecipe.from_overrides(recipe, **recipe_fields)
     if isinstance(recipe, QueryRecipe):
         return "hard", QueryRecipe.from_overrides(recipe, **recipe_fields)
     raise ValueError(
-        f"recipe must be one of {', '.join(QUERY_RECIPES)}, a PaperRecipe, a QueryRecipe or None; got {recipe!r}"
+        f"recipe must be one of {', '.join(BUILT_RECIPES)}, a PaperRecipe, a QueryRecipe or None; got {recipe!r}"
     )
 
 
@@ -289,7 +293,7 @@ def build_command(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, seed: int =
 
     ``fields`` are the recipe fields given on the command line (those of :data:`_FLAGS`).
     """
-    check_choice(recipe, QUERY_RECIPES, "recipe")
+    check_choice(recipe, BUILT_RECIPES, "recipe")
     words = ["opcc-edu", "build", "queries", get_spec(env_name).name, "--recipe", recipe, "--seed", str(seed)]
     for key, value in fields.items():
         if key not in _FLAGS:

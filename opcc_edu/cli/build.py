@@ -229,6 +229,14 @@ def _recipe_options(args: argparse.Namespace) -> dict[str, object]:
 
 def _build_queries(args: argparse.Namespace) -> int:
     from ..envs import ENV_NAMES
+    from ..names import ORIGINAL_RECIPES
+
+    if args.recipe in ORIGINAL_RECIPES:
+        raise UsageError(
+            f"--recipe {args.recipe}: the original benchmark's sets are converted, not built: run "
+            "`python scripts/import_original_benchmark.py SOURCE` (a checkout of koulanurag/opcc), then "
+            "`python scripts/relabel_original_benchmark.py` to label them again"
+        )
 
     names = list(ENV_NAMES) if args.env == "all" else [args.env]
     _one_thread_note(args, "queries")

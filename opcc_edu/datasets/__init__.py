@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..envs import base_env_name, get_spec
 from ..utils import check_positive_int
 from .cache import (
     CachedDataset,
@@ -47,6 +48,7 @@ from .format import (
     take_prefix,
     validate_dataset,
 )
+from .maze import goal_rewards
 from .real import d4rl_maze_to_env_frame, load_d4rl_hdf5, load_minari, save_d4rl_hdf5
 from .recipes import (
     DATA_FORMAT_VERSION,
@@ -74,7 +76,8 @@ def load_dataset(
     """A named offline dataset of an environment, generated on first use and then cached.
 
     Args:
-        env_name: one of :data:`opcc_edu.envs.ENV_NAMES`.
+        env_name: one of :data:`opcc_edu.envs.ENV_NAMES`, or a maze's ``-d4rl-goal`` variant
+            (its maze's data, rewards recomputed for its goal point, cached under its own name).
         name: mazes ``"1k"``, ``"10k"``, ``"100k"``, ``"1m"``; locomotion ``"random"``,
             ``"medium"``, ``"medium-replay"``, ``"expert"``, ``"medium-expert"``
             (``None``: :data:`DEFAULT_DATASET` of the environment).
@@ -115,9 +118,13 @@ def load_dataset(
         return data
     if recipe.method == "navigation":
         data = prefix_from_cache(recipe, seed, size, stream)
+    base, extra = base_env_name(env_name), {}
+    if base != env_name:  # a -d4rl-goal variant: its maze's data, rewards recomputed for its goal point
+        data = goal_rewards(load_dataset(base, recipe.name, size, seed, progress), env_name) if data is None else data
+        extra["rewards_recomputed"] = {"base_env": base, "goal_xy": get_spec(env_name).goal_xy.tolist()}
     if data is None:
         data = generate_dataset(env_name, recipe.name, size, seed, progress)
-    write_cached(path, data, recipe, seed, stream)
+    write_cached(path, data, recipe, seed, stream, **extra)
     return data
 
 

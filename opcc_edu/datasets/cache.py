@@ -77,8 +77,10 @@ def read_cached(path: Path, env_name: str, size: int, stream: str) -> dict[str, 
     return data
 
 
-def write_cached(path: Path, data: dict[str, np.ndarray], recipe: DatasetRecipe, seed: int, stream: str) -> Path:
-    """Store a dataset atomically with its checksum and metadata (recipe, summary, versions)."""
+def write_cached(
+    path: Path, data: dict[str, np.ndarray], recipe: DatasetRecipe, seed: int, stream: str, **extra
+) -> Path:
+    """Store a dataset atomically with its checksum and metadata (recipe, summary, versions, ``extra``)."""
     size = int(data["observations"].shape[0])
     metadata: dict[str, Any] = {
         "format_version": DATA_FORMAT_VERSION,
@@ -91,6 +93,7 @@ def write_cached(path: Path, data: dict[str, np.ndarray], recipe: DatasetRecipe,
         "recipe": recipe.to_dict(),
         "summary": summarize_dataset(data).as_dict(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **extra,
     }
     return save_npz(path, data, metadata)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..envs import get_spec
+from ..envs import D4RL_BALL_BODY, D4RL_CELL_OFFSET, D4RL_FRAME_SHIFT, get_spec  # noqa: F401 (re-exported)
 from ..utils import check_choice
 from .format import REQUIRED_KEYS, as_float32, validate_dataset
 
@@ -77,15 +77,6 @@ def _fill_next_observations(data: dict[str, np.ndarray]) -> dict[str, np.ndarray
         out["timeouts"][-1] = True
     out["terminals"] = np.zeros(idx.size, bool)
     return out
-
-
-#: Where D4RL's maze2d puts the ball's body in the world (``maze_model.py``: ``pos=[1.2, 1.2, 0]``);
-#: its observations are the slide joints' positions, measured from there.
-D4RL_BALL_BODY = 1.2
-#: Where D4RL puts the wall box of layout cell (row, column): world ``(row + 1, column + 1)``.
-D4RL_CELL_OFFSET = 1.0
-#: Observed D4RL coordinates of cell (row, column)'s centre are ``(row, column) - D4RL_FRAME_SHIFT``.
-D4RL_FRAME_SHIFT = D4RL_BALL_BODY - D4RL_CELL_OFFSET
 
 
 def d4rl_maze_to_env_frame(data: Mapping[str, np.ndarray], env_name: str) -> dict[str, np.ndarray]:

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from ..config import Profile, get_profile
-from ..envs import ENV_NAMES, get_spec
+from ..envs import ENV_NAMES, base_env_name, get_spec
 from ..utils import check_choice, check_positive_int
 from .format import concatenate_datasets
+from .maze import goal_rewards
 
 DATA_FORMAT_VERSION = 1
 """Bumped whenever a recipe or the stored layout changes; part of every cache key. (Not bumped
@@ -72,7 +73,7 @@ def resolve_dataset(env_name: str, name: str | None = None) -> str:
     Raises:
         ValueError: an unknown environment (the message lists the valid ones).
     """
-    return DEFAULT_DATASET[get_spec(env_name).name] if name is None else name
+    return DEFAULT_DATASET[base_env_name(env_name)] if name is None else name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +224,7 @@ def generate_dataset(
     """Generate a named dataset from scratch (no cache; :func:`load_dataset` caches).
 
     Args:
-        env_name: one of :data:`opcc_edu.envs.ENV_NAMES`.
+        env_name: one of :data:`opcc_edu.envs.ENV_NAMES` or a maze's ``-d4rl-goal`` variant.
         name: one of :func:`dataset_names` ``(env_name)``.
         size: transitions T; ``None`` uses the active profile (capped by the recipe).
         seed: random seed; the same arguments always give the same arrays on one machine.
@@ -236,6 +237,8 @@ def generate_dataset(
     recipe = get_recipe(env_name, name)
     size = resolve_size(recipe, size)
     seed = check_positive_int(seed, "seed", minimum=0)
+    if base_env_name(env_name) != env_name:  # a -d4rl-goal variant: its maze's data, rewards recomputed
+        return goal_rewards(generate_dataset(base_env_name(env_name), name, size, seed, progress), env_name)
     if recipe.method == "navigation":
         from .maze import generate_maze_dataset
 

@@ -366,9 +366,9 @@ def decompose_value_error(
     from ..simulate.values import simulate_trajectories
 
     if policies is None:
-        from ..policies import load_policies
+        from ..queries import query_policies
 
-        policies = load_policies(queries.env_name)
+        policies = query_policies(queries)
     spec = get_spec(queries.env_name)
     n = len(queries)
     if n == 0:

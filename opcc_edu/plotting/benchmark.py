@@ -233,9 +233,9 @@ def query_trajectories(queries: Any, index: int, policies: Sequence[Any] | None 
     if not 0 <= int(index) < len(queries):
         raise ValueError(f"index must lie in [0, {len(queries)}), got {index!r}")
     if policies is None:
-        from ..policies import load_policies
+        from ..queries import query_policies
 
-        policies = load_policies(queries.env_name)
+        policies = query_policies(queries)
     i = int(index)
     return simulate_trajectories(
         queries.env_name,

@@ -62,7 +62,7 @@ class Actor(nn.Module):
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalised (and clipped) observations: (..., D) -> (..., D)."""
-        x = (obs - self.obs_mean) / self.obs_std
+        x = ((obs - self.obs_mean) / self.obs_std).to(obs.dtype)
         return x if self.obs_clip is None else x.clamp(-self.obs_clip, self.obs_clip)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -122,7 +122,8 @@ def load_actor(path: str | os.PathLike) -> tuple[Actor, dict[str, Any]]:
     """Load an actor written by :func:`save_actor`.
 
     Returns:
-        ``(actor, metadata)``; the actor is float32, on the CPU, in eval mode.
+        ``(actor, metadata)``; the actor is float32, on the CPU, in eval mode (its normalisation
+        float64 when the file stores it so).
 
     Raises:
         FileNotFoundError: no such file.
@@ -134,7 +135,9 @@ def load_actor(path: str | os.PathLike) -> tuple[Actor, dict[str, Any]]:
         raise ValueError(f"{path}: no 'architecture' metadata; was it written by save_actor?")
     with torch.random.fork_rng(devices=[]):  # loading must not disturb the caller's random stream
         actor = Actor(arch["obs_dim"], arch["act_dim"], tuple(arch["hidden_sizes"]), arch.get("obs_clip"))
-    actor.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
+    if tensors["obs_mean"].dtype == torch.float64:  # a frame shift float32 would round (the original mazes)
+        actor.obs_mean, actor.obs_std = actor.obs_mean.double(), actor.obs_std.double()
+    actor.load_state_dict(tensors)
     return actor.eval(), meta
 
 
@@ -174,8 +177,10 @@ class StackedActors(nn.Module):
         self.hidden_sizes, self.obs_clip = first.hidden_sizes, first.obs_clip
         self.n_layers = len(first.layers)
         with torch.no_grad():
-            self.register_buffer("obs_mean", torch.stack([a.obs_mean for a in actors]).float())  # (P, D)
-            self.register_buffer("obs_std", torch.stack([a.obs_std for a in actors]).float())
+            wide = any(a.obs_mean.dtype == torch.float64 for a in actors)
+            norm = torch.float64 if wide else torch.float32
+            self.register_buffer("obs_mean", torch.stack([a.obs_mean for a in actors]).to(norm))  # (P, D)
+            self.register_buffer("obs_std", torch.stack([a.obs_std for a in actors]).to(norm))
             for k in range(self.n_layers):
                 weight = torch.stack([a.layers[k].weight.t() for a in actors]).float().contiguous()  # (P, in, out)
                 bias = torch.stack([a.layers[k].bias for a in actors]).float().unsqueeze(1)  # (P, 1, out)
@@ -201,7 +206,7 @@ class StackedActors(nn.Module):
             raise ValueError(
                 f"index entries must lie in [0, {self.n_policies}), got range [{int(index.min())}, {int(index.max())}]"
             )
-        x = (obs.unsqueeze(0) - self.obs_mean.unsqueeze(1)) / self.obs_std.unsqueeze(1)  # (P, N, D)
+        x = ((obs.unsqueeze(0) - self.obs_mean.unsqueeze(1)) / self.obs_std.unsqueeze(1)).to(obs.dtype)  # (P, N, D)
         if self.obs_clip is not None:
             x = x.clamp(-self.obs_clip, self.obs_clip)
         for k in range(self.n_layers):

@@ -29,6 +29,9 @@ BEHAVIOR_KINDS: tuple[str, ...] = ("medium", "expert")
 """Behaviour policies of the locomotion datasets (D4RL's recipe)."""
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 """The package's shipped assets."""
+ORIGINAL_ASSETS_DIR = ASSETS_DIR / "original"
+"""The original benchmark's query policies, converted (``opcc_edu.build.original``): pass it as
+``assets_dir`` to the loaders below; LICENSE and NOTICE lie beside them."""
 POLICY_TABLE_FILE = "policy_table.json"
 """Returns of every query policy, under ``<assets>/policies``."""
 BEHAVIOR_FILE = "behavior.json"

@@ -17,9 +17,9 @@ builders' wing, :mod:`opcc_edu.build`; how hard a set is, :func:`opcc_edu.lab.de
 from ..names import DEFAULT_QUERY_RECIPE, HORIZONS, QUERY_RECIPES
 from .filtering import LOCOMOTION_MIN_GAP, MAZE_MIN_GAP_FRACTION, gap_rule, gap_threshold
 from .labelling import observations, recompute_values, simulate_both_sides
-from .metadata import CALLER_POLICIES, policy_checksums, verify_policies
+from .metadata import CALLER_POLICIES, policy_assets_dir, policy_checksums, query_policies, verify_policies
 from .queryset import QuerySet
-from .shipped import QUERIES_DIR, load_queries, query_set_path, recipe_of
+from .shipped import QUERIES_DIR, load_queries, query_set_path, recipe_env, recipe_of
 
 __all__ = [
     "CALLER_POLICIES",
@@ -34,8 +34,11 @@ __all__ = [
     "gap_threshold",
     "load_queries",
     "observations",
+    "policy_assets_dir",
     "policy_checksums",
+    "query_policies",
     "query_set_path",
+    "recipe_env",
     "recipe_of",
     "recompute_values",
     "simulate_both_sides",

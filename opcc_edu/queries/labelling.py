@@ -81,9 +81,9 @@ def recompute_values(
         ``(value_a (N,), value_b (N,))`` float64.
     """
     if policies is None:
-        from ..policies import load_policies
+        from .metadata import query_policies
 
-        policies = load_policies(queries.env_name)
+        policies = query_policies(queries)
     returns = simulate_both_sides(
         queries.env_name,
         queries.state_a,

@@ -9,15 +9,17 @@ records the sha256 digest of each policy file (``policy_sha256``, by level), so 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-from ..envs import get_spec
+from ..envs import base_env_name, get_spec
 from .queryset import QuerySet
 
 CALLER_POLICIES = "policies supplied by the caller"
 """``policy_sha256`` of a set labelled with policies passed to the builder, not the shipped files."""
 
 
-def policy_checksums(env_name: str) -> dict[str, str]:
+def policy_checksums(env_name: str, assets_dir: Path | None = None) -> dict[str, str]:
     """``{level: sha256}`` of the shipped query-policy files of an environment (levels as strings).
 
     A level whose file is missing is left out. This is :func:`opcc_edu.policies.policy_checksums`,
@@ -25,7 +27,24 @@ def policy_checksums(env_name: str) -> dict[str, str]:
     """
     from ..policies import policy_checksums as shipped_policy_checksums
 
-    return shipped_policy_checksums(get_spec(env_name).name)
+    return shipped_policy_checksums(base_env_name(get_spec(env_name).name), assets_dir)
+
+
+def policy_assets_dir(query_set: QuerySet) -> Path | None:
+    """Assets folder of the policies a set compares: the original benchmark's converted ones for
+    the ``original`` recipes (``metadata["policy_assets"]``), else None (the package's own)."""
+    if query_set.metadata.get("policy_assets") != "original":
+        return None
+    from ..policies import ORIGINAL_ASSETS_DIR
+
+    return ORIGINAL_ASSETS_DIR
+
+
+def query_policies(query_set: QuerySet) -> list[Any]:
+    """The four policies of a query set (index i holds level i + 1), from where it says they live."""
+    from ..policies import load_policies
+
+    return load_policies(base_env_name(query_set.env_name), policy_assets_dir(query_set))
 
 
 def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = None) -> None:
@@ -58,7 +77,10 @@ def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = N
             "so the policies it was labelled with cannot be verified"
         )
     source = "the shipped policy files" if checksums is None else "the given checksums"
-    expected = policy_checksums(env_name) if checksums is None else {str(k): str(v) for k, v in checksums.items()}
+    if checksums is None:
+        expected = policy_checksums(env_name, policy_assets_dir(query_set))
+    else:
+        expected = {str(k): str(v) for k, v in checksums.items()}
     recorded = {str(k): str(v) for k, v in recorded.items()}
     for level in sorted(set(recorded) | set(expected), key=lambda key: (len(key), key)):
         have, want = recorded.get(level), expected.get(level)

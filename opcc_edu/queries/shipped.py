@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..envs import get_spec
-from ..names import DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+from ..envs import base_env_name, d4rl_goal_env, get_spec
+from ..names import DEFAULT_QUERY_RECIPE, ORIGINAL_RECIPES, QUERY_RECIPES
 from ..utils import check_choice
 from .metadata import verify_policies
 from .queryset import QuerySet
@@ -35,7 +35,15 @@ def query_set_path(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE) -> Path:
         ValueError: unknown environment or recipe (lists the valid ones).
     """
     check_choice(recipe, QUERY_RECIPES, "recipe")
-    return QUERIES_DIR / recipe / f"{get_spec(env_name).name}.npz"
+    return QUERIES_DIR / recipe / f"{base_env_name(get_spec(env_name).name)}.npz"
+
+
+def recipe_env(env_name: str, recipe: str) -> str:
+    """The environment a recipe's sets are answered in: a maze's ``-d4rl-goal`` variant for the
+    original benchmark's sets (D4RL rewarded around another point than our goal), else itself."""
+    check_choice(recipe, QUERY_RECIPES, "recipe")
+    env_name = base_env_name(get_spec(env_name).name)
+    return d4rl_goal_env(env_name) if recipe in ORIGINAL_RECIPES and get_spec(env_name).is_maze else env_name
 
 
 def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool = True) -> QuerySet:
@@ -43,7 +51,9 @@ def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool
 
     Args:
         env_name: environment.
-        recipe: ``"paper"`` (the default, the benchmark) or ``"hard"`` (the harder variant).
+        recipe: ``"paper"`` (the default, the benchmark), ``"hard"`` (the harder variant),
+            ``"original"`` (the original benchmark's sets, :mod:`opcc_edu.build.original`) or
+            ``"original-relabelled"`` (those queries labelled again today).
         verify: check that the set was labelled with the currently shipped policies
             (:func:`opcc_edu.queries.verify_policies`).
 

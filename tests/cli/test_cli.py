@@ -274,6 +274,6 @@ def test_run_with_the_heuristic_trains_nothing(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "hard query set, no-model heuristic" in out and "nothing trained" in out and "heuristic" in out
-    summary = json.loads((tmp_path / "maze2d-umaze" / "heuristic" / "results.json").read_text())
+    summary = json.loads((tmp_path / "maze2d-umaze" / "heuristic" / "hard-queries" / "results.json").read_text())
     assert summary["baseline"] == "heuristic" and summary["queries_recipe"] == "hard" and summary["config"] is None
     assert summary["n_queries"] == 300 and 0.15 < summary["metrics"]["heuristic"]["all"]["loss"] < 0.4

@@ -239,7 +239,7 @@ def test_run_end_to_end_prints_and_writes(cache, tmp_path, monkeypatch):
     import opcc_edu.queries
 
     monkeypatch.setattr(opcc_edu.queries, "load_queries", lambda env, recipe="paper": toy_queries())
-    monkeypatch.setattr(opcc_edu.policies, "load_policies", lambda env: toy_policies())
+    monkeypatch.setattr(opcc_edu.policies, "load_policies", lambda env, assets_dir=None: toy_policies())
     monkeypatch.setattr(
         opcc_edu.datasets, "load_dataset", lambda env, name, size=None, seed=0, progress=True: toy_dataset(1000)
     )

@@ -19,7 +19,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "opcc_edu"
 WINGS = ("opcc_edu.lab", "opcc_edu.classroom", "opcc_edu.build", "opcc_edu.cli")
-CORE_BUDGET = 14_000
+# 14,000 after the wings moved out; +100 for the original benchmark's recipes, which every user loads
+# (the -d4rl-goal maze variants, the original policies' float64 frame shift, query_policies).
+CORE_BUDGET = 14_100
 MODULE_LIMIT = 600
 
 

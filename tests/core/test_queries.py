@@ -350,7 +350,7 @@ def test_load_queries_refuses_a_set_whose_policies_changed(monkeypatch):
     import opcc_edu.queries.metadata as metadata
 
     changed = dict(policy_checksums("maze2d-umaze"), **{"1": "a" * 64})
-    monkeypatch.setattr(metadata, "policy_checksums", lambda env_name: changed)
+    monkeypatch.setattr(metadata, "policy_checksums", lambda env_name, assets_dir=None: changed)
     with pytest.raises(ValueError, match="maze2d-umaze: policy level 1 .*stale"):
         load_queries("maze2d-umaze")
     assert len(load_queries("maze2d-umaze", verify=False)) >= 1500
