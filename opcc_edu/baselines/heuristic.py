@@ -222,7 +222,8 @@ def heuristic_answers(queries: QuerySet) -> HeuristicAnswers:
         score_b = maze_start_scores(spec.name, queries.obs_b)[2]
         rule = MAZE_RULE
     else:
-        returns = level_mean_returns(spec.name)
+        recorded = queries.metadata.get("policy_returns")  # the original benchmark's sets carry their own
+        returns = {int(k): float(v) for k, v in recorded.items()} if recorded else level_mean_returns(spec.name)
         score_a = locomotion_scores(spec.name, queries.obs_a, queries.policy_a, returns)
         score_b = locomotion_scores(spec.name, queries.obs_b, queries.policy_b, returns)
         rule = LOCOMOTION_RULE

@@ -30,6 +30,7 @@ compares the two labels.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -222,6 +223,18 @@ def convert_queries(raw: Mapping[tuple, Mapping[str, Any]], env_name: str, metad
     return QuerySet(env_name=name, gamma=np.ones(n), metadata=dict(metadata), **arrays).validate()
 
 
+def original_policy_returns(config_file: str | Path) -> dict[str, dict[str, float]]:
+    """``{original env: {level: mean return}}`` of the original policies, as ``opcc/config.py``
+    records them (``ENV_PERFORMANCE_STATS``), read with :func:`ast.literal_eval` (nothing runs)."""
+    for node in ast.parse(Path(config_file).read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "ENV_PERFORMANCE_STATS" for t in node.targets
+        ):
+            stats = ast.literal_eval(node.value)
+            return {env: {str(k): float(v["score_mean"]) for k, v in levels.items()} for env, levels in stats.items()}
+    raise ValueError(f"{config_file} defines no ENV_PERFORMANCE_STATS")
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -258,6 +271,7 @@ def import_original(
     assets.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(licence, assets / "LICENSE")
     record: dict[str, Any] = {"source": SOURCE_REPOSITORY, "commit": commit, "command": command, "environments": {}}
+    returns = original_policy_returns(source / "opcc" / "config.py")
     for env_name in envs:
         check_choice(env_name, ENV_NAMES, "envs entry")
         folder = source / "opcc" / "assets" / ORIGINAL_NAMES[env_name]
@@ -280,6 +294,7 @@ def import_original(
             "changes": list(CHANGES),
             "policy_assets": "original",
             "policy_sha256": policy_checksums(env_name, assets),
+            "policy_returns": returns[ORIGINAL_NAMES[env_name]],  # opcc/config.py's mean returns
         }
         queries = convert_queries(raw, env_name, metadata)
         queries.save(qdir / f"{env_name}.npz")

@@ -194,3 +194,14 @@ def test_licence_and_notice_ship_in_the_wheel(tmp_path):
     notice = (ORIGINAL_ASSETS_DIR / "NOTICE").read_text()
     assert "https://github.com/koulanurag/opcc" in notice and "Apache License 2.0" in notice
     assert "Apache License" in (ORIGINAL_ASSETS_DIR / "LICENSE").read_text()
+
+
+def test_no_model_rule_ranks_original_policies_by_the_original_table():
+    """The original hopper's level 3 returned more than its level 2 (opcc/config.py); the rule follows."""
+    from opcc_edu.baselines.heuristic import heuristic_answers
+
+    queries = load_queries("hopper", "original")
+    returns = queries.metadata["policy_returns"]
+    assert returns["3"] > returns["2"] > returns["4"]
+    pair = queries.select((queries.policy_a == 2) & (queries.policy_b == 3))
+    assert len(pair) and np.all(heuristic_answers(pair).prediction == 1)  # side b (level 3) is judged better
