@@ -52,7 +52,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("name", metavar="NAME", type=choice_type("ablation", _ablation_names), help=f"one of: {names}")
     add_out(parser, "results/ablations", "results root; results go to OUT/QUERIES/PROFILE (default: results/ablations)")
-    add_recipe(parser, "--queries", "query sets to answer: paper or hard")
+    add_recipe(
+        parser,
+        "--queries",
+        "query sets to answer: paper, hard, or the original benchmark's (original, original-relabelled)",
+    )
     add_baseline(
         parser,
         "ensemble (the paper's), heuristic (no model; results go to OUT/QUERIES/PROFILE-heuristic) or fqe "

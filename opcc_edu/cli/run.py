@@ -67,7 +67,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     add_reward(parser)
     parser.add_argument("--mixture", action="store_true", help="a random member per rollout step")
-    add_recipe(parser, "--queries", "query sets: paper (as the original benchmark built them) or hard")
+    add_recipe(
+        parser,
+        "--queries",
+        "query sets: paper (built as the original benchmark built its own), hard, or the original benchmark's "
+        "released sets (original: its targets; original-relabelled: labelled again today)",
+    )
     add_baseline(
         parser,
         "ensemble (the paper's baseline), heuristic (no model: the start closer to the goal, or the policy with "

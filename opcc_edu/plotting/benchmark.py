@@ -60,7 +60,7 @@ def maze_geometry(env_name: str) -> dict[str, Any]:
 
     walls = centre(*np.nonzero(layout == 1))
     free = centre(*np.nonzero(layout == 0))
-    goal = centre(*spec.goal_cell)
+    goal = np.asarray(spec.goal_xy)  # the goal cell's centre, shifted in the -d4rl-goal variants
     return {"walls": walls, "free": free, "goal": goal, "extent": (-cols / 2, cols / 2, -rows / 2, rows / 2)}
 
 

@@ -70,9 +70,13 @@ def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool
         raise ValueError(f"verify must be True or False, got {verify!r} (the recipe is the second argument)")
     path = query_set_path(env_name, recipe)
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path} is missing; build it with `opcc-edu build queries {get_spec(env_name).name} --recipe {recipe}`"
+        how = (
+            "convert the original benchmark with `python scripts/import_original_benchmark.py SOURCE` and "
+            "`python scripts/relabel_original_benchmark.py`"
+            if recipe in ORIGINAL_RECIPES
+            else f"build it with `opcc-edu build queries {base_env_name(get_spec(env_name).name)} --recipe {recipe}`"
         )
+        raise FileNotFoundError(f"{path} is missing; {how}")
     queries = QuerySet.load(path)
     recorded = recipe_of(queries)
     if recorded != recipe:

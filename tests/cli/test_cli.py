@@ -277,3 +277,20 @@ def test_run_with_the_heuristic_trains_nothing(tmp_path, capsys):
     summary = json.loads((tmp_path / "maze2d-umaze" / "heuristic" / "hard-queries" / "results.json").read_text())
     assert summary["baseline"] == "heuristic" and summary["queries_recipe"] == "hard" and summary["config"] is None
     assert summary["n_queries"] == 300 and 0.15 < summary["metrics"]["heuristic"]["all"]["loss"] < 0.4
+
+
+@pytest.mark.parametrize("env_name", ["maze2d-umaze", "hopper"])
+def test_run_answers_the_original_benchmark(tmp_path, capsys, env_name):
+    """The original queries, answered with the original policies, print EV, PCI and U-PCI."""
+    import json
+
+    argv = ["run", env_name, "--queries", "original", "--ensemble-size", "2", "--train-steps", "20"]
+    assert main([*argv, "--out", str(tmp_path), "--quiet", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    name = f"{env_name}-d4rl-goal" if env_name.startswith("maze") else env_name
+    assert f"opcc-edu run: {name} /" in out and "original query set" in out
+    for confidence in ("EV", "PCI", "U-PCI"):
+        assert any(line.strip().startswith(f"{confidence} ") and " all " in line for line in out.splitlines())
+    (path,) = (tmp_path / name).glob("*/original-queries/results.json")
+    summary = json.loads(path.read_text())
+    assert summary["queries_recipe"] == "original" and summary["n_queries"] == 300
