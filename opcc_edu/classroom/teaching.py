@@ -246,8 +246,10 @@ def student_page(notebook_text: str, name: str) -> str:
     """The student notebook as the repository keeps it and the book renders it.
 
     Cell ids become ``NAME-0``, ``NAME-1``, ... (Otter draws random ones), outputs are dropped,
-    and the notebook is marked not to be executed by the book build (its answer cells are
-    blank, so running it shows only failing checks).
+    the Colab-only install cell is tagged ``remove-cell`` (the book's page leaves it out, as the
+    chapters do theirs; a student's notebook keeps and runs it), and the notebook is marked not
+    to be executed by the book build (its answer cells are blank, so running it shows only
+    failing checks).
     """
     import nbformat
 
@@ -256,6 +258,9 @@ def student_page(notebook_text: str, name: str) -> str:
         cell["id"] = f"{name.replace('_', '-')}-{i}"
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            tags = cell.metadata.get("tags", [])
+            if '"google.colab" in sys.modules' in cell.source and "remove-cell" not in tags:
+                cell.metadata["tags"] = [*tags, "remove-cell"]
     notebook.metadata["mystnb"] = {"execution_mode": "off"}
     return nbformat.writes(notebook) + "\n"
 

@@ -241,7 +241,8 @@ def test_kept_student_version_is_current(name, built):
     notebook = json.loads(fresh)
     title, install = notebook["cells"][:2]  # the title first, then the Colab-only install cell
     assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# ")
-    assert install["cell_type"] == "code" and "hide-output" in install["metadata"]["tags"]
+    assert install["cell_type"] == "code" and {"hide-output", "remove-cell"} <= set(install["metadata"]["tags"])
+    assert not any("remove-cell" in c["metadata"].get("tags", []) for c in notebook["cells"][2:])
     assert '"google.colab" in sys.modules' in "".join(install["source"])
     assert notebook["metadata"]["mystnb"] == {"execution_mode": "off"}
 
