@@ -294,3 +294,16 @@ def test_run_answers_the_original_benchmark(tmp_path, capsys, env_name):
     (path,) = (tmp_path / name).glob("*/original-queries/results.json")
     summary = json.loads(path.read_text())
     assert summary["queries_recipe"] == "original" and summary["n_queries"] == 300
+
+
+def test_ablation_answers_the_original_benchmark(tmp_path, capsys):
+    """An ablation on the original queries: its own results folder, the original set's query count."""
+    argv = ["ablation", "horizon", "--baseline", "heuristic", "--queries", "original", "--seeds", "1"]
+    assert main([*argv, "--profile", "tiny", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "original query sets" in capsys.readouterr().out
+    table = (tmp_path / "original" / "tiny-heuristic" / "results.csv").read_text().splitlines()
+    rows = [line.split(",") for line in table[1:]]
+    header = table[0].split(",")
+    assert rows and {row[header.index("environment")] for row in rows} == {"maze2d-umaze"}
+    total = [row for row in rows if row[header.index("horizon")] == "all"]
+    assert len(total) == 1 and total[0][header.index("n")] == "300"
