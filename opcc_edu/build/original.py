@@ -172,8 +172,8 @@ def convert_policy(state_dict: Mapping[str, torch.Tensor], env_name: str) -> Act
 
 
 def original_network_actions(state_dict: Mapping[str, torch.Tensor], obs: np.ndarray) -> np.ndarray:
-    """Actions of the original ``ActorNetwork`` in float64, as ``opcc.get_policy`` runs it (its
-    own frame: D4RL's for mazes). Used to check :func:`convert_policy`."""
+    """Actions of the original ``ActorNetwork`` in float64, as ``opcc.get_policy`` runs it: obs
+    (N, D) in its own frame (D4RL's for mazes) -> (N, A). Used to check :func:`convert_policy`."""
     x = torch.as_tensor(np.asarray(obs, dtype=np.float64))
     for k in (1, 2, 3):
         x = torch.tanh(

@@ -32,7 +32,16 @@ from ..simulate.rollout import _simulator
 
 
 def agreement(original: QuerySet, relabelled: QuerySet) -> dict[str, Any]:
-    """Agreement of two labellings of the same queries (see the module docstring)."""
+    """Agreement of two labellings of the same N queries (see the module docstring).
+
+    Returns:
+        ``{"n", "agreement", "by_horizon": {h: share}, "by_gap_quartile": [4 shares],
+        "gap_quartile_edges", "correlation", "median_delta_per_step", "exact"}`` (quartiles of
+        ``original``'s gap; correlation and deltas over both sides' 2N values).
+
+    Raises:
+        ValueError: the two sets do not hold the same queries (length or horizons differ).
+    """
     if len(original) != len(relabelled) or not np.array_equal(original.horizon, relabelled.horizon):
         raise ValueError("original and relabelled must hold the same queries")
     same = original.target == relabelled.target

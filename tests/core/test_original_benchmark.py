@@ -200,3 +200,97 @@ def test_no_model_rule_ranks_original_policies_by_the_original_table():
     assert returns["3"] > returns["2"] > returns["4"]
     pair = queries.select((queries.policy_a == 2) & (queries.policy_b == 3))
     assert len(pair) and np.all(heuristic_answers(pair).prediction == 1)  # side b (level 3) is judged better
+
+
+def _fake_source(root, rng):
+    """A checkout of the original repository in miniature: Hopper-v2 and the U-maze, 8 queries each."""
+    (root / "opcc").mkdir(parents=True)
+    (root / "LICENSE").write_text("Apache License\nVersion 2.0\n")
+    stats = {
+        "Hopper-v2": {1: {"score_mean": 4.0}, 2: {"score_mean": 3.0}, 3: {"score_mean": 2.0}, 4: {"score_mean": 1.0}}
+    }
+    stats["d4rl:maze2d-umaze-v1"] = {k: {"score_mean": float(5 - k)} for k in (1, 2, 3, 4)}
+    (root / "opcc" / "config.py").write_text(f"import os\nENV_PERFORMANCE_STATS = {stats!r}\n")
+    shapes = {"hopper": (11, 3, 12), "maze2d-umaze": (4, 2, 4)}
+    for env_name, (obs_dim, act_dim, state_dim) in shapes.items():
+        folder = root / "opcc" / "assets" / ORIGINAL_NAMES[env_name]
+        (folder / "models").mkdir(parents=True)
+        for level in (1, 2, 3, 4):
+            torch.save(_fake_state_dict(obs_dim, act_dim, seed=level), folder / "models" / f"model_{level}.p")
+        n = 8
+        returns = {s: rng.uniform(0, 20, size=(n, 10)) for s in "ab"}
+        block = {
+            "obs_a": rng.uniform(0.5, 2.5, size=(n, obs_dim)),
+            "obs_b": rng.uniform(0.5, 2.5, size=(n, obs_dim)),
+            "action_a": rng.uniform(-1, 1, size=(n, act_dim)).astype(np.float32),
+            "action_b": rng.uniform(-1, 1, size=(n, act_dim)).astype(np.float32),
+            "horizon": np.full(n, 20),
+            "target": returns["a"].mean(1) < returns["b"].mean(1),
+            "info": {
+                "return_a": returns["a"].mean(1),
+                "return_b": returns["b"].mean(1),
+                "return_list_a": returns["a"],
+                "return_list_b": returns["b"],
+                "state_a": rng.uniform(0.5, 2.5, size=(n, 1 + state_dim)),
+                "state_b": rng.uniform(0.5, 2.5, size=(n, 1 + state_dim)),
+                "runs": 10,
+            },
+        }
+        key = ((ORIGINAL_NAMES[env_name], 2), (ORIGINAL_NAMES[env_name], 3))
+        (folder / "queries.p").write_bytes(pickle.dumps({key: block}))
+    return shapes
+
+
+def test_import_converts_a_source_checkout_without_touching_the_package(tmp_path):
+    """The whole import on a miniature source: files, provenance, frames, policies to 1e-12."""
+    from opcc_edu.build.original import import_original
+    from opcc_edu.io import sha256_file
+    from opcc_edu.queries import QuerySet
+
+    source = tmp_path / "opcc"
+    _fake_source(source, np.random.default_rng(0))
+    manifest = ORIGINAL_ASSETS_DIR.parent / "MANIFEST.json"
+    before = sha256_file(manifest)
+    record = import_original(
+        source, "0" * 40, "test", envs=("hopper", "maze2d-umaze"), assets_dir=tmp_path / "a", queries_dir=tmp_path / "q"
+    )
+    assert sha256_file(manifest) == before  # the package's own assets are untouched
+    assert (tmp_path / "a" / "LICENSE").read_text().startswith("Apache License")
+    for env_name in ("hopper", "maze2d-umaze"):
+        assert record["environments"][env_name]["max_action_difference"] < 1e-12
+        assert record["environments"][env_name]["queries"] == 8
+        queries = QuerySet.load(tmp_path / "q" / "original" / f"{env_name}.npz")
+        raw = read_original_queries(source / "opcc" / "assets" / ORIGINAL_NAMES[env_name] / "queries.p")
+        (block,) = raw.values()
+        assert np.array_equal(queries.target, block["target"].astype(np.int8))
+        assert np.array_equal(queries.returns_a, block["info"]["return_list_a"])
+        assert set(queries.policy_a) == {2} and set(queries.policy_b) == {3}
+        assert queries.metadata["commit"] == "0" * 40 and queries.metadata["policy_returns"]["1"] > 0
+    maze = QuerySet.load(tmp_path / "q" / "original" / "maze2d-umaze.npz")
+    (block,) = read_original_queries(source / "opcc" / "assets" / ORIGINAL_NAMES["maze2d-umaze"] / "queries.p").values()
+    # D4RL's observed (row, column) = (x_d, y_d) lands at x = column + 0.7 - W/2, y = H/2 - row - 0.7.
+    assert np.allclose(maze.obs_a[:, 0], block["obs_a"][:, 1] + 0.7 - 2.5, atol=1e-6)
+    assert np.allclose(maze.obs_a[:, 1], 2.5 - block["obs_a"][:, 0] - 0.7, atol=1e-6)
+    assert maze.env_name == "maze2d-umaze-d4rl-goal"
+
+
+def test_import_refuses_a_folder_that_is_not_a_checkout(tmp_path):
+    from opcc_edu.build.original import import_original, original_policy_returns
+
+    with pytest.raises(FileNotFoundError, match="checkout of"):
+        import_original(tmp_path, "0" * 40, "test", assets_dir=tmp_path / "a", queries_dir=tmp_path / "q")
+    (tmp_path / "config.py").write_text("X = 1\n")
+    with pytest.raises(ValueError, match="no ENV_PERFORMANCE_STATS"):
+        original_policy_returns(tmp_path / "config.py")
+
+
+def test_agreement_and_its_experiments_refuse_what_they_cannot_compare():
+    from opcc_edu.build.original_report import agreement_table, friction_values
+
+    queries = load_queries("maze2d-umaze", "original")
+    with pytest.raises(ValueError, match="same queries"):
+        agreement(queries, queries.select(np.arange(10)))
+    with pytest.raises(ValueError, match="no geom 'no_such_geom'"):
+        friction_values(load_queries("walker2d", "original").select(np.arange(4)), geom="no_such_geom")
+    table = agreement_table({"maze2d-umaze": agreement(queries, queries)})
+    assert "| maze2d-umaze | 1500 | 100.00% |" in table
