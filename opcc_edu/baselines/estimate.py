@@ -9,6 +9,7 @@ import numpy as np
 
 from ..config import get_profile
 from ..dynamics import rollout_values
+from ..envs import base_env_name
 
 if TYPE_CHECKING:
     import torch
@@ -84,6 +85,18 @@ def estimate_values(
     if reduce_runs:
         values = values.mean(axis=-1)
     return values[:n], values[n:]
+
+
+def answering_env(env_name: str, queries: QuerySet) -> str:
+    """The environment a baseline trains and answers in for ``queries``: theirs, which for the
+    original benchmark's maze sets is the ``-d4rl-goal`` variant of ``env_name``.
+
+    Raises:
+        ValueError: the queries belong to another environment.
+    """
+    if base_env_name(queries.env_name) != base_env_name(env_name):
+        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
+    return queries.env_name
 
 
 def select_profile_queries(queries: QuerySet, n: int | None = None, seed: int = 0) -> QuerySet:

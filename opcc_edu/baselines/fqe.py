@@ -46,11 +46,10 @@ import numpy as np
 
 from ..confidence import resolve_confidences
 from ..config import Profile, get_profile
-from ..envs import base_env_name
 from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
 from ..utils import check_positive_int, dataclass_from_dict, get_device
 from .answers import Answers
-from .estimate import select_profile_queries
+from .estimate import answering_env, select_profile_queries
 
 if TYPE_CHECKING:
     import torch
@@ -390,9 +389,7 @@ def answer_queries_fqe(
         from ..queries import load_queries
 
         queries = select_profile_queries(load_queries(env_name, recipe or DEFAULT_QUERY_RECIPE))
-    if base_env_name(queries.env_name) != base_env_name(env_name):
-        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
-    env_name = queries.env_name  # a maze's original queries live in its -d4rl-goal variant
+    env_name = answering_env(env_name, queries)
     if policies is None:
         from ..queries import query_policies
 

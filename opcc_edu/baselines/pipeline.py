@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..confidence import resolve_confidences
 from ..config import get_profile
-from ..envs import base_env_name
 from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
 from .answers import Answers
 from .cache import get_or_train_ensemble
 from .config import EnsembleConfig
-from .estimate import estimate_values, select_profile_queries
+from .estimate import answering_env, estimate_values, select_profile_queries
 
 if TYPE_CHECKING:
     import torch
@@ -78,9 +77,7 @@ def answer_queries(
         from ..queries import load_queries
 
         queries = select_profile_queries(load_queries(env_name, recipe))
-    if base_env_name(queries.env_name) != base_env_name(env_name):
-        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
-    env_name = queries.env_name  # a maze's original queries live in its -d4rl-goal variant
+    env_name = answering_env(env_name, queries)
     runs = get_profile().mc_runs if runs is None else runs
     if model is None:
         model = get_or_train_ensemble(

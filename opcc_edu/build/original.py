@@ -31,6 +31,7 @@ compares the two labels.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import io
 import json
@@ -332,25 +333,15 @@ def relabel_original(env_name: str, progress: bool = False) -> QuerySet:
     from ..queries import load_queries
 
     original = load_queries(env_name, "original")
-    one_run = original.select(np.arange(len(original)))  # the rollouts are deterministic: one run is all
-    one_run.returns_a, one_run.returns_b = original.returns_a[:, :1], original.returns_b[:, :1]
+    # The rollouts are deterministic: one run is every run.
+    one_run = dataclasses.replace(original, returns_a=original.returns_a[:, :1], returns_b=original.returns_b[:, :1])
     value_a, value_b = recompute_values(one_run, progress=progress)
-    metadata = dict(original.metadata) | {"recipe": "original-relabelled", "relabelled_from": "original"}
-    fields = {
-        name: getattr(original, name) for name in ("obs_a", "obs_b", "action_a", "action_b", "state_a", "state_b")
-    }
-    return QuerySet(
-        env_name=original.env_name,
-        policy_a=original.policy_a,
-        policy_b=original.policy_b,
-        horizon=original.horizon,
-        gamma=original.gamma,
+    return dataclasses.replace(
+        one_run,
         target=(value_a < value_b).astype(np.int8),
         value_a=value_a,
         value_b=value_b,
         returns_a=value_a[:, None],
         returns_b=value_b[:, None],
-        same_state=original.same_state,
-        metadata=metadata,
-        **fields,
+        metadata=dict(original.metadata) | {"recipe": "original-relabelled", "relabelled_from": "original"},
     ).validate()

@@ -21,6 +21,7 @@ horizon and by quartile of the original value gap, the correlation of the values
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -69,10 +70,9 @@ def _targets(value_a: np.ndarray, value_b: np.ndarray) -> np.ndarray:
 
 def _relabel(queries: QuerySet, states_a: np.ndarray | None = None, states_b: np.ndarray | None = None):
     """Today's values of ``queries``, optionally from other start states."""
-    moved = queries.select(np.arange(len(queries)))
-    if states_a is not None:
-        moved.state_a, moved.state_b = states_a, states_b
-    return recompute_values(moved)
+    if states_a is None:
+        return recompute_values(queries)
+    return recompute_values(dataclasses.replace(queries, state_a=states_a, state_b=states_b))
 
 
 def alive_bonus_values(queries: QuerySet) -> tuple[np.ndarray, np.ndarray]:
@@ -96,6 +96,7 @@ def friction_values(queries: QuerySet, geom: str = "foot_geom", friction: float 
     """Today's values with one geom's sliding friction set to ``friction`` (v2's right foot)."""
     import mujoco
 
+    # The simulator the rollouts below will reuse: run_rows asks for min(batch size 1024, 2N) copies.
     sim = _simulator(queries.env_name, min(1024, 2 * len(queries)))
     index = mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_GEOM, geom)
     if index < 0:
@@ -120,8 +121,7 @@ def cause_agreement(
 ) -> dict[str, Any]:
     """:func:`agreement` of ``reference`` (default: ``original``) with the values of one experiment."""
     value_a, value_b = values(original)
-    alt = original.select(np.arange(len(original)))
-    alt.value_a, alt.value_b, alt.target = value_a, value_b, _targets(value_a, value_b)
+    alt = dataclasses.replace(original, value_a=value_a, value_b=value_b, target=_targets(value_a, value_b))
     return agreement(original if reference is None else reference, alt)
 
 
