@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..envs import base_env_name, get_spec
+from ..envs import base_env_name
 from .queryset import QuerySet
 
 CALLER_POLICIES = "policies supplied by the caller"
@@ -27,7 +27,7 @@ def policy_checksums(env_name: str, assets_dir: Path | None = None) -> dict[str,
     """
     from ..policies import policy_checksums as shipped_policy_checksums
 
-    return shipped_policy_checksums(base_env_name(get_spec(env_name).name), assets_dir)
+    return shipped_policy_checksums(base_env_name(env_name), assets_dir)
 
 
 def policy_assets_dir(query_set: QuerySet) -> Path | None:

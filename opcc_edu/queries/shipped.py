@@ -35,14 +35,14 @@ def query_set_path(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE) -> Path:
         ValueError: unknown environment or recipe (lists the valid ones).
     """
     check_choice(recipe, QUERY_RECIPES, "recipe")
-    return QUERIES_DIR / recipe / f"{base_env_name(get_spec(env_name).name)}.npz"
+    return QUERIES_DIR / recipe / f"{base_env_name(env_name)}.npz"
 
 
 def recipe_env(env_name: str, recipe: str) -> str:
     """The environment a recipe's sets are answered in: a maze's ``-d4rl-goal`` variant for the
     original benchmark's sets (D4RL rewarded around another point than our goal), else itself."""
     check_choice(recipe, QUERY_RECIPES, "recipe")
-    env_name = base_env_name(get_spec(env_name).name)
+    env_name = base_env_name(env_name)
     return d4rl_goal_env(env_name) if recipe in ORIGINAL_RECIPES and get_spec(env_name).is_maze else env_name
 
 
@@ -74,7 +74,7 @@ def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool
             "convert the original benchmark with `python scripts/import_original_benchmark.py SOURCE` and "
             "`python scripts/relabel_original_benchmark.py`"
             if recipe in ORIGINAL_RECIPES
-            else f"build it with `opcc-edu build queries {base_env_name(get_spec(env_name).name)} --recipe {recipe}`"
+            else f"build it with `opcc-edu build queries {base_env_name(env_name)} --recipe {recipe}`"
         )
         raise FileNotFoundError(f"{path} is missing; {how}")
     queries = QuerySet.load(path)
