@@ -414,6 +414,24 @@ def observation(env: gym.Env) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+HEALTH_LIMITS: dict[str, tuple[tuple[int, float | None, float | None], ...]] = {
+    "none": (),
+    "hopper": ((0, 0.7, None), (1, -0.2, 0.2)),
+    "walker2d": ((0, 0.8, 2.0), (1, -1.0, 1.0)),
+}
+"""The health limits the predefined termination functions check, by termination name:
+``(observation index, low, high)`` (None: no limit on that side) for the height (index 0) and
+the torso angle (index 1); a state on or beyond a limit ends the episode. Hopper's further
+check, ``|obs[1:]| < 100`` (a diverged state), is not listed: it is not a body's fall. The
+``"health"`` clip box of a model (:data:`opcc_edu.dynamics.spec.CLIP_BOXES`) reaches these
+limits, so that every fall the rule defines can happen in a clipped rollout."""
+
+
+def health_limits(env_name: str) -> tuple[tuple[int, float | None, float | None], ...]:
+    """The :data:`HEALTH_LIMITS` of an environment's termination rule (empty: it never ends)."""
+    return HEALTH_LIMITS[get_spec(env_name).termination]
+
+
 def _no_termination(next_obs):
     """Never terminates: ``next_obs`` (..., D) -> bool (...)."""
     import torch
@@ -429,12 +447,14 @@ def _hopper_termination(next_obs):
     """
     import torch
 
+    (height_low, _), (angle_low, angle_high) = (lim[1:] for lim in HEALTH_LIMITS["hopper"])
     height, angle = next_obs[..., 0], next_obs[..., 1]
     healthy = (
         torch.isfinite(next_obs).all(dim=-1)
         & (next_obs[..., 1:].abs() < 100.0).all(dim=-1)
-        & (height > 0.7)
-        & (angle.abs() < 0.2)
+        & (height > height_low)
+        & (angle > angle_low)
+        & (angle < angle_high)
     )
     return ~healthy
 
@@ -447,8 +467,15 @@ def _walker2d_termination(next_obs):
     """
     import torch
 
+    (height_low, height_high), (angle_low, angle_high) = (lim[1:] for lim in HEALTH_LIMITS["walker2d"])
     height, angle = next_obs[..., 0], next_obs[..., 1]
-    healthy = torch.isfinite(next_obs).all(dim=-1) & (height > 0.8) & (height < 2.0) & (angle > -1.0) & (angle < 1.0)
+    healthy = (
+        torch.isfinite(next_obs).all(dim=-1)
+        & (height > height_low)
+        & (height < height_high)
+        & (angle > angle_low)
+        & (angle < angle_high)
+    )
     return ~healthy
 
 

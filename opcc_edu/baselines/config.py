@@ -17,11 +17,13 @@ import numpy as np
 from ..config import Profile, get_profile
 from ..dynamics.spec import (
     DEFAULT_AR_TARGETS,
+    DEFAULT_CLIP,
     MODEL_TYPES,
     REWARD_MODES,
     TERMINATION_MODES,
     ModelSpec,
     check_ar_targets,
+    check_clip,
     fields_dict,
     legacy_fields,
 )
@@ -49,8 +51,10 @@ class EnsembleConfig:
     """Randomized constant prior scale; 0 = no prior (Tables 6, 10)."""
     normalize: bool = True
     """Standardise model inputs with dataset statistics (Tables 14, 15)."""
-    clip: bool = True
-    """Clip predicted observations and rewards to the dataset's bounds."""
+    clip: str = DEFAULT_CLIP
+    """Where rollouts clip predicted observations and rewards (:data:`opcc_edu.dynamics.spec.CLIP_BOXES`):
+    ``"health"`` (default), ``"transitions"``, ``"observations"`` or ``"none"``; True and False,
+    the older on/off values, mean ``"transitions"`` and ``"none"``."""
     termination: str = "predefined"
     """``"predefined"`` (the environment's function), ``"learned"`` or ``"none"``."""
     reward: str = "learned"
@@ -86,7 +90,8 @@ class EnsembleConfig:
         check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.reward, REWARD_MODES, "reward")
         check_ar_targets(self.ar_targets, self.model_type)
-        for name in ("stochastic", "normalize", "clip", "mixture"):
+        object.__setattr__(self, "clip", check_clip(self.clip))
+        for name in ("stochastic", "normalize", "mixture"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not np.isfinite(self.prior_scale) or self.prior_scale < 0:

@@ -22,7 +22,10 @@ horizon and by quartile of the original value gap, the correlation of the values
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,6 +148,46 @@ def agreement_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
         cells += [f"{row['correlation']:.4f}", f"{row['median_delta_per_step']:.3f}", _percent(row["exact"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def find_original_runs(profile: str = "tiny", start: str | os.PathLike | None = None) -> Path | None:
+    """The repository's committed answers to the original queries at a profile,
+    ``results/original/<profile>``, searched from ``start`` (default: the working directory)
+    upwards, then next to the package's source tree; ``None`` where there are none (a wheel)."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents, Path(__file__).resolve().parents[2]):
+        candidate = folder / "results" / "original" / profile
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def load_original_runs(directory: str | os.PathLike) -> dict[str, dict[str, list[float]]]:
+    """EV's AURCC and loss of every committed run on the original queries, by environment.
+
+    Args:
+        directory: a folder of ``opcc-edu run ENV --queries original`` outputs, one subfolder
+            per seed (``seed0``, ``seed1``, ...), as ``results/original/run.sh`` writes them.
+
+    Returns:
+        ``{env: {"aurcc": [one per seed], "loss": [...], "seeds": [...]}}`` in seed order
+        (a maze's runs, answered in its ``-d4rl-goal`` variant, under the maze's own name).
+    """
+    from ..envs import ENV_NAMES
+    from ..queries import recipe_env
+
+    rows: dict[str, dict[str, list[float]]] = {}
+    seeds = sorted(Path(directory).glob("seed*"), key=lambda p: int(p.name[4:]))
+    for env in ENV_NAMES:
+        name = recipe_env(env, "original")
+        for folder in seeds:
+            for path in sorted(folder.glob(f"{name}/*/original-queries/results.json")):
+                metrics = json.loads(path.read_text())["metrics"]["ev"]["all"]
+                row = rows.setdefault(env, {"aurcc": [], "loss": [], "seeds": []})
+                row["seeds"].append(int(folder.name[4:]))
+                for key in ("aurcc", "loss"):
+                    row[key].append(float(metrics[key]))
+    return rows
 
 
 def cause_table(causes: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:

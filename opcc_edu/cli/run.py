@@ -21,7 +21,7 @@ from .options import (
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add the options and handler of ``opcc-edu run``."""
-    from ..dynamics.spec import MODEL_TYPES, TERMINATION_MODES
+    from ..dynamics.spec import CLIP_BOXES, DEFAULT_CLIP, MODEL_TYPES, TERMINATION_MODES
 
     parser.description = (
         "The paper's baseline end to end: train a dynamics-model ensemble on an offline dataset (or "
@@ -65,6 +65,14 @@ def register(parser: argparse.ArgumentParser) -> None:
         default="predefined",
         help="how model rollouts terminate (default predefined)",
     )
+    parser.add_argument(
+        "--clip",
+        choices=list(CLIP_BOXES),
+        default=DEFAULT_CLIP,
+        help="where rollouts clip predicted observations and rewards: nowhere, the box of the data's "
+        "observations, of its observations and next observations, or that box reaching the termination "
+        f"rule's health limits (default {DEFAULT_CLIP})",
+    )
     add_reward(parser)
     parser.add_argument("--mixture", action="store_true", help="a random member per rollout step")
     add_recipe(
@@ -106,6 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         stochastic=args.stochastic,
         prior_scale=args.prior_scale,
         termination=args.termination,
+        clip=args.clip,
         reward=args.reward,
         mixture=args.mixture,
         **{k: v for k, v in sizes.items() if v is not None},

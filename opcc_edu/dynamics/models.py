@@ -45,6 +45,39 @@ LOGVAR_BOUND_PENALTY = 0.01
 """Weight of the penalty that keeps the learned log-variance bounds tight (PETS/MBPO)."""
 
 
+def clip_box(
+    mode: str, env_name: str, observations: torch.Tensor, next_observations: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The box ``(low (D,), high (D,))`` a rollout clips predicted observations to.
+
+    Args:
+        mode: one of :data:`~opcc_edu.dynamics.spec.CLIP_BOXES`.
+        env_name: the environment, whose health limits widen the ``"health"`` box.
+        observations, next_observations: (T, D) the data's transitions.
+
+    Returns:
+        ``(-inf, inf)`` for ``"none"``; the observations' range for ``"observations"``; the
+        range of observations and next observations for ``"transitions"``; that range
+        reaching each of :func:`opcc_edu.envs.health_limits` for ``"health"``.
+    """
+    if mode == "none":
+        d = observations.shape[-1]
+        return torch.full((d,), -torch.inf, dtype=observations.dtype), torch.full(
+            (d,), torch.inf, dtype=observations.dtype
+        )
+    both = observations if mode == "observations" else torch.cat([observations, next_observations])
+    low, high = both.min(0).values, both.max(0).values
+    if mode == "health":
+        from ..envs import health_limits
+
+        for dim, lo, hi in health_limits(env_name):
+            if lo is not None:
+                low[dim] = min(float(low[dim]), lo)
+            if hi is not None:
+                high[dim] = max(float(high[dim]), hi)
+    return low, high
+
+
 class DynamicsEnsemble(nn.Module):
     """Common machinery of the ensembles: statistics, priors, clipping, termination.
 
@@ -120,7 +153,7 @@ class DynamicsEnsemble(nn.Module):
         next_observations: np.ndarray | torch.Tensor,
         rewards: np.ndarray | torch.Tensor,
     ) -> None:
-        """Fit normalisers and clipping bounds to a dataset (shared by all members).
+        """Fit normalisers and the clip box (:func:`clip_box`) to a dataset (shared by all members).
 
         Args:
             observations: (T, D).
@@ -141,9 +174,9 @@ class DynamicsEnsemble(nn.Module):
                 self.input_std.copy_(_safe_std(inputs))
             self.target_mean.copy_(targets.mean(0))
             self.target_std.copy_(_safe_std(targets))
-            both = torch.cat([obs, nxt])
-            self.obs_low.copy_(both.min(0).values)
-            self.obs_high.copy_(both.max(0).values)
+            low, high = clip_box(self.spec.clip, self.spec.env_name, obs, nxt)
+            self.obs_low.copy_(low)
+            self.obs_high.copy_(high)
             self.reward_low.copy_(rew.min())
             self.reward_high.copy_(rew.max())
 
@@ -188,8 +221,9 @@ class DynamicsEnsemble(nn.Module):
             generator: torch generator on the model's device (stochastic models only).
 
         Returns:
-            ``(next_obs (M, B, D), reward (M, B), done (M, B) bool)``; clipped to the data's
-            bounds when ``clip`` is on; ``done`` from the termination mode. In
+            ``(next_obs (M, B, D), reward (M, B), done (M, B) bool)``; clipped to the clip
+            box (unless ``clip`` is ``"none"``); ``done`` from the termination mode, read on the
+            clipped observation. In
             predefined-reward mode ``reward`` is the environment's reward function of
             ``(obs, act, next_obs, predicted feature)``, after clipping.
         """
@@ -198,7 +232,7 @@ class DynamicsEnsemble(nn.Module):
         d = self.obs_dim
         next_obs = obs + target[..., :d]
         reward = target[..., d]
-        if self.spec.clip:
+        if self.spec.clip != "none":
             next_obs = torch.maximum(torch.minimum(next_obs, self.obs_high), self.obs_low)
             reward = reward.clamp(self.reward_low, self.reward_high)
         if self._reward_fn is not None:

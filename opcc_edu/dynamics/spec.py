@@ -35,6 +35,54 @@ rollouts ignore it."""
 DEFAULT_REWARD_MODE = "learned"
 """The paper's choice; a dict of a spec or config leaves ``reward`` out at this value, so that
 keys and files of configurations without the field stay as they were."""
+CLIP_BOXES: tuple[str, ...] = ("none", "observations", "transitions", "health")
+"""Where a model rollout clips each predicted observation (and, unless ``"none"``, each
+predicted reward to the data's reward range):
+
+* ``"none"``: nowhere;
+* ``"observations"``: the box of the data's observations (the reference code's bounds);
+* ``"transitions"``: the box of the data's observations and next observations;
+* ``"health"``: the ``"transitions"`` box, widened on the height and torso angle to the
+  environment's health limits (:data:`opcc_edu.envs.HEALTH_LIMITS`), so that a clipped
+  prediction can reach every state where the predefined termination rule ends an episode.
+  Without a termination rule (mazes, HalfCheetah) it is the ``"transitions"`` box.
+
+Data of healthy states only (D4RL's observations, or a dataset whose falls are all of one
+kind) give boxes that lie inside the healthy region; a rollout clipped to such a box can never
+fall the way the data never fell, and overvalues policies that do. ``True`` and ``False``, the
+values of the field before it had modes, mean ``"transitions"`` and ``"none"``."""
+DEFAULT_CLIP = "health"
+"""The default clip box. Of the four boxes it is the only one under which the predefined
+termination rule can detect every fall it defines while predictions stay inside the data's range
+elsewhere: the other boxes either hide falls the data never showed (Hopper's ``medium`` data
+never tilts past 0.135, so a ``"transitions"`` box keeps every rollout's torso upright) or drop
+the guard rail altogether (``"none"``, under which HalfCheetah's predictions run away and its
+loss and AURCC are far higher).
+``benchmarks/results/locomotion_clip.md`` measures all four on the original benchmark's queries;
+the chapter on dynamics ensembles explains the choice and the clipping lesson shows its cost on
+Walker2d, whose rollouts drift further inside the wider box."""
+_CLIP_BOOLS = {"transitions": True, "none": False}
+
+
+def check_clip(value: Any) -> str:
+    """The clip box named by ``value``: one of :data:`CLIP_BOXES`, or a bool of the older
+    on/off field (True: ``"transitions"``, False: ``"none"``).
+
+    Raises:
+        ValueError: naming ``clip`` and the valid choices.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return "transitions" if value else "none"
+    return check_choice(value, CLIP_BOXES, "clip")
+
+
+def clip_text(value: str) -> str:
+    """How a clip box is written in dicts, cache keys and labels: ``true``/``false`` for the two
+    boxes of the older on/off field (so their files and labels stay as they were), else the name."""
+    value = check_clip(value)
+    return _CLIP_BOOLS.get(value, value)
+
+
 ACTIVATION_NAMES: tuple[str, ...] = ("silu", "relu", "tanh")
 """Hidden activations by name (MBPO uses SiLU, also called swish)."""
 AR_TARGETS: tuple[str, ...] = ("all", "one")
@@ -74,8 +122,8 @@ class ModelSpec:
     """Scale of the randomized constant prior added to the output; 0 disables it."""
     normalize: bool
     """Standardise the inputs ``concat(obs, action)`` with dataset statistics."""
-    clip: bool
-    """Clip predicted observations and rewards to the dataset's bounds."""
+    clip: str
+    """Where predicted observations and rewards are clipped (see :data:`CLIP_BOXES`)."""
     termination: str
     """``"predefined"``, ``"learned"`` or ``"none"`` (see :data:`TERMINATION_MODES`)."""
     activation: str = "silu"
@@ -93,6 +141,7 @@ class ModelSpec:
         check_positive_int(self.act_dim, "act_dim")
         check_positive_int(self.ensemble_size, "ensemble_size")
         check_choice(self.model_type, MODEL_TYPES, "model_type")
+        object.__setattr__(self, "clip", check_clip(self.clip))
         check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.activation, ACTIVATION_NAMES, "activation")
         check_choice(self.reward, REWARD_MODES, "reward")
@@ -192,5 +241,7 @@ def fields_dict(obj: Any) -> dict[str, Any]:
             continue
         if f.name == "ar_targets" and (obj.model_type != "ar" or value == LEGACY_AR_TARGETS):
             continue
+        if f.name == "clip":
+            value = clip_text(value)
         out[f.name] = list(value) if isinstance(value, tuple) else value
     return out

@@ -396,7 +396,7 @@ def decompose_value_error(
             o = torch.as_tensor(flat_obs[s : s + 8192], device=model.device).expand(m, -1, -1)
             a = torch.as_tensor(flat_act[s : s + 8192], device=model.device).expand(m, -1, -1)
             r = model.predict_mean(o, a)[..., -1]
-            if model.spec.clip:
+            if model.spec.clip != "none":
                 r = r.clamp(model.reward_low, model.reward_high)
             reward[:, s : s + 8192] = r.cpu().double().numpy()
     reward = reward.reshape(m, rows, steps)

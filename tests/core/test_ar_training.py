@@ -232,7 +232,8 @@ GIVEN = {
     "next_observations": np.ones((6, 4), np.float32),
     "terminals": np.zeros(6, bool),
 }
-SMALL = dict(ensemble_size=3, hidden_sizes=(8,), train_steps=5, batch_size=4)
+# The clip box of the default of before ("transitions", written ``true``): its keys are those of before.
+SMALL = dict(ensemble_size=3, hidden_sizes=(8,), train_steps=5, batch_size=4, clip="transitions")
 # Cache keys and file names captured before the option existed.
 KEY_BEFORE = (
     '{"config": {"batch_size": 4, "clip": true, "ensemble_size": 3, "hidden_sizes": [8], "lr": 0.001, '

@@ -245,7 +245,8 @@ def test_default_cache_key_is_the_one_before_the_reward_mode_existed():
     from opcc_edu.baselines import EnsembleConfig
     from opcc_edu.baselines.cache import ensemble_cache_key, ensemble_cache_path
 
-    config = EnsembleConfig(ensemble_size=3, hidden_sizes=(8,), train_steps=5, batch_size=4)
+    # clip="transitions": the default box of before, so the key is the one captured then
+    config = EnsembleConfig(ensemble_size=3, hidden_sizes=(8,), train_steps=5, batch_size=4, clip="transitions")
     t = 6
     dataset = {
         "observations": np.arange(t * 4, dtype=np.float32).reshape(t, 4),

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...baselines.config import BASELINE_DEFAULTS
-from ...dynamics.spec import DEFAULT_AR_TARGETS, LEGACY_AR_TARGETS, check_ar_targets
+from ...dynamics.spec import DEFAULT_AR_TARGETS, LEGACY_AR_TARGETS, check_ar_targets, clip_text
 from ...utils import check_choice
 
 __all__ = [
@@ -214,10 +214,16 @@ ABLATIONS: dict[str, Ablation] = {
             name="clipping",
             title="Clipping predictions to the data's bounds",
             factor="clip",
-            levels=_switch("clip", True, False, ("clipped", "unclipped")),
+            levels=(
+                Level("health", {"clip": "health"}, "data's box, reaching the health limits"),
+                Level("transitions", {"clip": "transitions"}, "data's box"),
+                Level("observations", {"clip": "observations"}, "observations' box"),
+                Level("none", {"clip": "none"}, "unclipped"),
+            ),
             paper_tables=(),
             hypothesis="Clipping predicted observations and rewards to the dataset's range keeps "
-            "a rollout's compounding errors from diverging.",
+            "a rollout's compounding errors from diverging; a box that cannot reach the "
+            "termination region hides every fall the data never showed.",
             paper_finding="Called important in the paper, without a table.",
         ),
         Ablation(
@@ -274,6 +280,12 @@ def get_ablation(name: str | Ablation) -> Ablation:
     return ABLATIONS[name]
 
 
+def _value_text(key: str, value: Any) -> str:
+    """A field's value as labels write it; the clip box through
+    :func:`~opcc_edu.dynamics.spec.clip_text` (``clip=false`` is still the unclipped run)."""
+    return format_value(clip_text(value) if key == "clip" else value)
+
+
 def configuration_label(overrides: Mapping[str, Any] | None = None) -> str:
     """Canonical label of a configuration: ``"default"`` or ``"key=value;..."`` (sorted).
 
@@ -294,9 +306,9 @@ def configuration_label(overrides: Mapping[str, Any] | None = None) -> str:
     parts = {}
     for key in sorted(overrides):
         check_choice(key, fields, "configuration field")
-        value = overrides[key]
-        if key not in SUB_OPTIONS and format_value(value) != format_value(BASELINE_DEFAULTS[key]):
-            parts[key] = f"{key}={format_value(value)}"
+        text = _value_text(key, overrides[key])
+        if key not in SUB_OPTIONS and text != _value_text(key, BASELINE_DEFAULTS[key]):
+            parts[key] = f"{key}={text}"
     model_type = format_value(overrides.get("model_type", BASELINE_DEFAULTS["model_type"]))
     ar_targets = check_ar_targets(overrides.get("ar_targets", DEFAULT_AR_TARGETS), model_type)
     if model_type == "ar" and ar_targets != LEGACY_AR_TARGETS:
@@ -321,7 +333,9 @@ def parse_configuration(label: str) -> dict[str, Any]:
     for part in label.split(";"):
         key, text = part.split("=", 1)
         reference = fields[check_choice(key, fields, "configuration field")]
-        if isinstance(reference, bool):
+        if key == "clip":  # the boxes of the older on/off field keep their labels
+            out[key] = {"true": "transitions", "false": "none"}.get(text, text)
+        elif isinstance(reference, bool):
             out[key] = text == "true"
         elif isinstance(reference, float):
             out[key] = float(text)
