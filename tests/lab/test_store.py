@@ -3,7 +3,7 @@
 Every fault of a results directory -- a missing or torn table, duplicated or foreign rows, a
 damaged run record, a process killed mid-write, two processes on one directory, a full disk, a
 read-only directory -- is applied to small synthetic grids and to a copy of the committed
-``tiny`` results (8,370 rows, 310 runs). The answer function is synthetic, so nothing trains.
+``tiny`` results (10,935 rows, 405 runs). The answer function is synthetic, so nothing trains.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def assert_complete(directory: Path, original: tuple[bytes, bytes]) -> None:
     assert results.startswith(original[0]) and runs.startswith(original[1])
     frame = ex.load_results(directory)
     assert frame.duplicated(["run_id", "horizon", "confidence", "ensemble_count"]).sum() == 0
-    assert frame["run_id"].nunique() == 311 and len(frame) == len(results.splitlines()) - 1 > 8370
+    assert frame["run_id"].nunique() == 406 and len(frame) == len(results.splitlines()) - 1 > 10935
 
 
 def temporaries(directory: Path) -> list[Path]:
@@ -105,7 +105,7 @@ def temporaries(directory: Path) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 def test_committed_results_load_unchanged_from_their_records(committed):
     frame = ex.load_results(committed)
-    assert len(frame) == 8370 and frame["run_id"].nunique() == 310 == len(ex.load_runs(committed))
+    assert len(frame) == 10935 and frame["run_id"].nunique() == 405 == len(ex.load_runs(committed))
     before = table_bytes(committed)
     assert ex.migrate_results(committed) == {"temporaries": 0, "quarantined": 0, "converted": 0, "upgraded": 0}
     assert table_bytes(committed) == before, "the exports are byte for byte the committed tables"
@@ -114,7 +114,7 @@ def test_committed_results_load_unchanged_from_their_records(committed):
 def test_missing_runs_csv_is_regenerated(committed):
     original = table_bytes(committed)
     (committed / "runs.csv").unlink()
-    assert len(ex.load_results(committed)) == 8370
+    assert len(ex.load_results(committed)) == 10935
     counting = Counting()
     run(NEW_RUN, committed, counting)
     assert counting.calls == ["maze2d-umaze/1m/seed99/default"]
@@ -165,11 +165,11 @@ def test_duplicated_and_foreign_rows_are_quarantined_never_dropped(committed):
 
 def test_a_torn_run_record_is_set_aside_and_restored_from_the_tables(committed):
     original = table_bytes(committed)
-    record = committed / "records" / "hopper__random__seed0__default.json"
+    record = committed / "records" / "maze2d-open__1m__seed0__default.json"
     data = record.read_bytes()
     record.write_bytes(data[: len(data) // 2])
     with pytest.warns(ex.StoreWarning, match="corrupt run record"):
-        assert len(ex.load_results(committed)) == 8370  # read from the exported tables meanwhile
+        assert len(ex.load_results(committed)) == 10935  # read from the exported tables meanwhile
     counting = Counting()
     with pytest.warns(ex.StoreWarning, match="quarantine"):
         run(NEW_RUN, committed, counting)
@@ -197,7 +197,7 @@ def test_a_legacy_table_without_runs_csv_is_kept_in_a_backup(tmp_path):
     (backup,) = tmp_path.glob("results.csv.*.bak")
     assert backup.read_bytes() == (COMMITTED / "results.csv").read_bytes()
     assert str(backup) in " ".join(str(w.message) for w in caught)
-    assert len((tmp_path / "results.quarantine.csv").read_text().splitlines()) == 8371
+    assert len((tmp_path / "results.quarantine.csv").read_text().splitlines()) == 10936
 
 
 def test_a_legacy_directory_is_read_and_converted_with_duplicates_removed(tmp_path):
@@ -205,13 +205,13 @@ def test_a_legacy_directory_is_read_and_converted_with_duplicates_removed(tmp_pa
     (tmp_path / "results.csv").write_text("".join(lines + lines[1:28]))  # one run's rows twice
     shutil.copy(COMMITTED / "runs.csv", tmp_path / "runs.csv")
     frame = ex.load_results(tmp_path)
-    assert len(frame) == 8370 and frame["run_id"].nunique() == 310
+    assert len(frame) == 10935 and frame["run_id"].nunique() == 405
     table = ex.aggregate(frame, "horizon")
     doubled = ex.aggregate(pd.concat([frame, frame.iloc[:27]], ignore_index=True), "horizon")
     assert table.equals(doubled), "aggregation counts each run once"
     with pytest.warns(ex.StoreWarning, match="results.quarantine.csv"):
         converted = ex.migrate_results(tmp_path)
-    assert converted["converted"] == 310
+    assert converted["converted"] == 405
     assert (tmp_path / "results.csv").read_bytes() == (COMMITTED / "results.csv").read_bytes()
 
 
