@@ -17,6 +17,9 @@ ASSIGNMENTS: dict[str, str] = {
     "mini_ablation": "Mini-research: one ablation",
 }
 
+#: Seconds one submission may take to be graded (each assignment runs in well under 5 minutes).
+DEFAULT_TIMEOUT = 600.0
+
 #: Member of the autograder zip holding the expected values (written by the build).
 EXPECTED_MEMBER = "opcc/expected.json"
 

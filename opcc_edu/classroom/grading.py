@@ -20,30 +20,30 @@ with a comparison or an expected value:
    trusted code computed when the autograder was built and stored in its zip
    (``opcc/expected.json``); they never enter a sandbox.
 
-Around it the batch guards the sheet: the autograder zip and the submissions are read once
-into private copies whose SHA-256 is checked before every submission; the CSV is written only by
-this process and checked against its own record after the batch; each row records the
+Isolation is chosen once per batch (:mod:`opcc_edu.classroom.isolation`): ``bwrap`` by default
+(nothing of the grader's is mounted in the sandbox, which has its own PID and network
+namespaces and a uid that is not the grader's), ``unsafe-local`` only when asked (every row's
+review column says so), or containers (``--docker``, :mod:`opcc_edu.classroom.containers`).
+
+Around it the batch guards its input and the sheet: each submission is read once, before
+anything runs, without following a symbolic link (:mod:`opcc_edu.classroom.intake`); the same
+bytes under two names are flagged; the autograder zip and the submissions are kept as private
+copies whose SHA-256 is checked before every submission; a submission whose grading fails in
+any way gets rows with the reason and the rest of the batch is graded; the CSV is written only
+by this process and checked against its own record after the batch; each row records the
 submission's SHA-256 and a ``review`` column of what its code touches (see
-:func:`opcc_edu.classroom.review.review_flags`). Limits: local grading runs as your user, so a
-student's code can still read your files while it runs (the expected values in the autograder
-zip included) or kill the grader; the review column flags the code that would, and
-``--docker`` (:func:`grade_with_docker`) or Gradescope isolate each submission in a container.
+:func:`opcc_edu.classroom.review.review_flags`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import math
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
-import zipfile
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,22 +51,32 @@ from typing import Any
 from ..io import FileLock, atomic_write_bytes, sha256_file
 from ..utils import check_choice, check_positive_int
 from . import runner
-from .catalog import ASSIGNMENTS, EXPECTED_MEMBER, declared_constants, question_order
+from .catalog import ASSIGNMENTS, DEFAULT_TIMEOUT
 from .checks import CHECKS, GRADED, Context, StudentError
+from .containers import DockerUnavailable, docker_command, grade_with_docker, require_docker
+from .intake import MAX_SUBMISSION_BYTES, load_bundle, parse_notebook, read_submission, student_id
+from .isolation import UNSAFE_NOTE, check_backend, refuse_exposed, require_backend
 from .review import extract_functions, review_flags
 from .sandbox import Limits, Sandbox, kill_escaped, reaping
 from .sheet import QuestionGrade, grades_csv, write_grades
 
-#: Seconds one submission may take to be graded (each assignment runs in well under 5 minutes).
-DEFAULT_TIMEOUT = 600.0
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "KERNEL_START_ATTEMPTS",
+    "MAX_SUBMISSION_BYTES",
+    "DockerUnavailable",
+    "docker_command",
+    "grade_submission",
+    "grade_submissions",
+    "grade_with_docker",
+    "load_bundle",
+    "require_docker",
+    "student_id",
+]
 
 #: How many times the notebook runner is started when it dies before running the first cell
 #: (a loaded machine can lose a process at start-up: the student's code never ran).
 KERNEL_START_ATTEMPTS = 3
-
-#: The largest submission read (bytes).
-MAX_SUBMISSION_BYTES = 64 * 2**20
-
 
 #: The resource limits of a submission's processes unless told otherwise.
 DEFAULT_LIMITS = Limits()
@@ -76,78 +86,16 @@ class _TimedOut(Exception):
     pass
 
 
-def load_bundle(data: bytes) -> dict[str, Any]:
-    """Points per question, expected values and the handed-out cells, from autograder zip bytes.
-
-    Raises:
-        ValueError: not an autograder zip built by ``opcc-edu assignments build``.
-    """
-    import io
-
-    points: dict[str, float] = {}
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            for member in sorted(archive.namelist()):
-                if member.startswith("tests/") and member.endswith(".py"):
-                    declared = declared_constants(archive.read(member).decode("utf-8"))
-                    points[str(declared["name"])] = float(declared["points"])
-            stored = json.loads(archive.read(EXPECTED_MEMBER)) if EXPECTED_MEMBER in archive.namelist() else None
-    except (zipfile.BadZipFile, KeyError, SyntaxError, ValueError) as exc:
-        raise ValueError(f"not an Otter autograder zip: {exc}") from exc
-    if not points:
-        raise ValueError("the zip holds no test files (tests/*.py)")
-    if stored is None:
-        raise ValueError(f"the zip has no {EXPECTED_MEMBER}: rebuild it with 'opcc-edu assignments build'")
-    return {
-        "points": dict(sorted(points.items(), key=lambda item: question_order(item[0]))),
-        "assignment": stored["assignment"],
-        "profile": stored["profile"],
-        "expected": runner.decode(stored["expected"]),
-        "given_cells": stored["given_cells"],
-    }
-
-
-def student_id(submission: str | os.PathLike, assignment: str) -> str:
-    """Who submitted: the file's stem, or its folder's name when the stem is just the assignment
-    name (as in ``alice/design_confidence.ipynb`` downloaded from a learning platform)."""
-    path = Path(submission)
-    if path.stem == assignment and path.parent.name:
-        return path.parent.name
-    return path.stem
-
-
-def _read_submission(path: Path) -> tuple[bytes | None, str | None]:
-    if not path.exists():
-        return None, "file not found"
-    if not path.is_file():
-        return None, "not a file"
-    if path.stat().st_size > MAX_SUBMISSION_BYTES:
-        return None, f"file larger than {MAX_SUBMISSION_BYTES // 2**20} MB"
-    return path.read_bytes(), None
-
-
-def _parse_notebook(content: bytes) -> tuple[dict | None, str | None]:
-    import nbformat
-
-    try:
-        notebook = nbformat.reads(content.decode("utf-8"), as_version=4)
-        nbformat.validate(notebook)
-    except Exception as exc:  # noqa: BLE001 - any parse failure means "not a notebook"
-        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-        return None, f"not a notebook ({type(exc).__name__}: {(lines[-1] if lines else '')[:120]})"
-    return json.loads(nbformat.writes(notebook)), None
-
-
 def _ended(status: int | None) -> str:
     if status is None:
         return "killed by the grader"
     return f"killed by signal {-status}" if status < 0 else f"exit status {status}"
 
 
-def _run_notebook(box: Sandbox, notebook_path: Path, names: Sequence[str]) -> tuple[dict[str, Any], str | None]:
-    """Run the notebook; (values, why they are missing or None). Raises _TimedOut."""
+def _run_notebook(box: Sandbox, cells: list[str], names: Sequence[str]) -> tuple[dict[str, Any], str | None]:
+    """Run the notebook's code cells; (values, why they are missing or None). Raises _TimedOut."""
     for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
-        child = box.start("notebook", {"notebook": str(notebook_path), "values": list(names)})
+        child = box.start("notebook", {"cells": cells, "values": list(names)})
         started, cell, values, crashed = False, None, None, None
         while values is None:
             message = child.receive(box.deadline)
@@ -273,12 +221,13 @@ def grade_submission(
     content: bytes | None = None,
     limits: Limits = DEFAULT_LIMITS,
     extra_review: Sequence[str] = (),
+    backend: str = "bwrap",
 ) -> list[QuestionGrade]:
     """Grade one submission (see the module docstring); never raises for a bad submission.
 
     Args:
         submission: the student's ``.ipynb`` (its name gives the student and the sheet's
-            ``submission`` column).
+            ``submission`` column); a symbolic link or a file that is not regular is refused.
         assignment: the assignment's name.
         autograder_zip: from :func:`opcc_edu.classroom.teaching.build_assignment` (read only
             when ``bundle`` is None).
@@ -289,25 +238,32 @@ def grade_submission(
         content: the submission's bytes, when already read (then the file is not opened).
         limits: resource limits of its processes.
         extra_review: notes added to the review column.
+        backend: ``"bwrap"`` (a sandbox, see :mod:`opcc_edu.classroom.isolation`) or
+            ``"unsafe-local"`` (every row's review says so). :func:`grade_submissions` checks
+            that the backend can run; here a sandbox that cannot start is a grader error.
 
     Returns:
         One :class:`QuestionGrade` per question of the autograder, in question order.
     """
+    check_backend(backend)
     path = Path(submission)
     if bundle is None:
         bundle = load_bundle(Path(autograder_zip).read_bytes())
     points = bundle["points"]
     problem = None
     if content is None:
-        content, problem = _read_submission(path)
+        content, problem = read_submission(path)
     digest = hashlib.sha256(content).hexdigest() if content is not None else ""
-    notebook, review = None, list(extra_review)
+    cells: list[str] = []
+    review = [UNSAFE_NOTE] if backend == "unsafe-local" else []
     if problem is None:
-        notebook, problem = _parse_notebook(content)
-    if notebook is not None:
-        review = review_flags(notebook, bundle["given_cells"], assignment) + review
-        source, defined, refused = extract_functions(notebook)
+        _, cells, notes, problem = parse_notebook(content)
+        review += notes
+    if problem is None:
+        review = review_flags(cells, bundle["given_cells"], assignment) + review
+        source, defined, refused = extract_functions(cells)
         review += [f"refused {r}" for r in refused if r.split(":")[0] in GRADED[assignment]["functions"]]
+    review += list(extra_review)
 
     def rows_of(scores: dict[str, tuple[float, str]]) -> list[QuestionGrade]:
         return [
@@ -329,11 +285,9 @@ def grade_submission(
         return rows_of({q: (0.0, problem) for q in points})
     deadline = time.monotonic() + timeout
     env = {"OPCC_EDU_PROFILE": bundle["profile"]}
-    with Sandbox(deadline, limits, env) as box:
-        notebook_path = box.work / "submission.ipynb"
-        notebook_path.write_bytes(content)
-        try:
-            raw_values, missing = _run_notebook(box, notebook_path, GRADED[assignment]["values"])
+    try:
+        with Sandbox(deadline, limits, env, backend=backend) as box:
+            raw_values, missing = _run_notebook(box, cells, GRADED[assignment]["values"])
             if missing is not None and missing.startswith("grader error"):
                 return rows_of({q: (0.0, missing) for q in points})
             values: dict[str, Any] = {}
@@ -348,8 +302,10 @@ def grade_submission(
             data = dict(bundle["expected"])
             ctx = Context(data=data, call=functions, timed_call=functions.timed, values=values, sources=defined)
             scores = _score(assignment, points, ctx)
-        except _TimedOut:
-            return rows_of({q: (0.0, f"timed out after {timeout:g} s") for q in points})
+    except _TimedOut:
+        return rows_of({q: (0.0, f"timed out after {timeout:g} s") for q in points})
+    except Exception as exc:  # noqa: BLE001 - whatever failed, this student gets rows that say so
+        return rows_of({q: (0.0, f"grader error: {_failure(exc, q, 0)}") for q in points})
     return rows_of(scores)
 
 
@@ -374,6 +330,7 @@ def grade_submissions(
     jobs: int = 1,
     on_warning: Callable[[str], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    backend: str = "bwrap",
 ) -> list[QuestionGrade]:
     """Grade every submission (see :func:`grade_submission`) and collect the rows.
 
@@ -386,15 +343,25 @@ def grade_submissions(
             checked after the batch against what this process wrote.
         on_graded: called with each submission's rows when it is graded.
         jobs: submissions graded at the same time (nothing writable is shared between them).
-        on_warning: called with each warning (duplicate students, files changed during grading).
+        on_warning: called with each warning (duplicate students or files, files changed during
+            grading).
         limits: resource limits of each submission's processes.
+        backend: ``"bwrap"`` (default) or ``"unsafe-local"``, see
+            :mod:`opcc_edu.classroom.isolation`.
 
     Returns:
-        The rows, submission by submission (in the order given), question by question.
+        The rows, submission by submission (in the order given), question by question; one
+        submission's rows for every submission, whatever happened while it was graded.
+
+    Raises:
+        ValueError: a bad argument (named, with the valid choices).
+        SandboxUnavailable: ``backend="bwrap"`` and no sandbox can start here, or a sandbox would
+            see the autograder zip, a submission or the sheet.
     """
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     check_choice(assignment, ASSIGNMENTS, "assignment")
+    check_backend(backend)
     if not submissions:
         raise ValueError("submissions is empty: give at least one notebook to grade")
     jobs = check_positive_int(jobs, "jobs")
@@ -406,15 +373,24 @@ def grade_submissions(
         raise ValueError(f"autograder_zip {str(autograder_zip)!r}: {exc}") from exc
     if bundle["assignment"] != assignment:
         raise ValueError(f"autograder_zip {str(autograder_zip)!r} is for {bundle['assignment']!r}, not {assignment!r}")
+    require_backend(backend)
+    refuse_exposed([autograder_zip, *submissions, *([out_csv] if out_csv is not None else [])], backend)
     _preload()
     zip_digest = hashlib.sha256(zip_bytes).hexdigest()
     paths = [Path(s) for s in submissions]
-    read = [_read_submission(p) for p in paths]
+    read = [read_submission(p) for p in paths]
     digests = [hashlib.sha256(c).hexdigest() if c is not None else None for c, _ in read]
     students = Counter(student_id(p, assignment) for p in paths)
     for student, count in sorted(students.items()):
         if count > 1:
             warn(f"{count} submissions for student {student!r}: each is graded and flagged for review")
+    same: dict[str, list[str]] = defaultdict(list)
+    for path, digest in zip(paths, digests, strict=True):
+        if digest is not None and student_id(path, assignment) not in same[digest]:
+            same[digest].append(student_id(path, assignment))
+    for digest, names in same.items():
+        if len(names) > 1:
+            warn(f"the same file (sha256 {digest[:12]}...) was submitted by {', '.join(map(repr, names))}")
     private = Path(tempfile.mkdtemp(prefix="opcc-batch-"))
     zip_copy = atomic_write_bytes(private / "autograder.zip", zip_bytes)
     copies = [atomic_write_bytes(private / f"{i}.ipynb", c) if c is not None else None for i, (c, _) in enumerate(read)]
@@ -422,29 +398,44 @@ def grade_submissions(
     written: list[str] = []
     sheet_lock = threading.Lock()
 
-    def grade_one(i: int) -> list[QuestionGrade]:
+    def notes_of(i: int) -> list[str]:
         notes = []
-        if students[student_id(paths[i], assignment)] > 1:
-            notes.append(f"{students[student_id(paths[i], assignment)]} submissions for this student")
+        student = student_id(paths[i], assignment)
+        if students[student] > 1:
+            notes.append(f"{students[student]} submissions for this student")
+        others = [name for name in same.get(digests[i] or "", []) if name != student]
+        if others:
+            notes.append(f"the same file as {', '.join(others)} (sha256 {str(digests[i])[:12]}...)")
         with sheet_lock:
             if sha256_file(zip_copy) != zip_digest:
                 atomic_write_bytes(zip_copy, zip_bytes)
                 notes.append("the autograder copy was changed during the batch (restored)")
-        content, problem = read[i]
         if copies[i] is not None and sha256_file(copies[i]) != digests[i]:
             notes.append("the private copy of this submission was changed during the batch (graded as first read)")
-        if problem is not None:
-            return grade_submission(paths[i], assignment, autograder_zip, bundle=bundle, extra_review=notes)
-        return grade_submission(
-            paths[i],
-            assignment,
-            autograder_zip,
-            timeout,
-            bundle=bundle,
-            content=content,
-            limits=limits,
-            extra_review=notes,
-        )
+        return notes
+
+    def grade_one(i: int) -> list[QuestionGrade]:
+        content, problem = read[i]
+        try:
+            notes = notes_of(i)
+            if problem is not None:
+                return grade_submission(
+                    paths[i], assignment, autograder_zip, bundle=bundle, extra_review=notes, backend=backend
+                )
+            return grade_submission(
+                paths[i], assignment, autograder_zip, timeout, bundle=bundle, content=content,
+                limits=limits, extra_review=notes, backend=backend,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the batch goes on; this student's rows say why
+            why = f"grader error: {type(exc).__name__}: {str(exc)[:200]}"
+            review = "; ".join([UNSAFE_NOTE] if backend == "unsafe-local" else [])
+            return [
+                QuestionGrade(
+                    student_id(paths[i], assignment), assignment, q, 0.0, available, why, review,
+                    digests[i] or "", str(paths[i]),
+                )
+                for q, available in bundle["points"].items()
+            ]  # fmt: skip
 
     def collected() -> list[QuestionGrade]:
         return [row for i in sorted(done) for row in done[i]]
@@ -474,84 +465,9 @@ def grade_submissions(
         write_grades(collected(), out_csv)
         warn(f"{out_csv} was changed during grading by something other than the grader: rewritten from its own record")
     for path, digest in zip(paths, digests, strict=True):
-        if digest is not None and (not path.is_file() or sha256_file(path) != digest):
+        now, _ = read_submission(path) if digest is not None else (None, None)
+        if digest is not None and (now is None or hashlib.sha256(now).hexdigest() != digest):
             warn(f"{path} changed during grading: the sheet grades the file as first read (sha256 {digest[:12]}...)")
     if hashlib.sha256(Path(autograder_zip).read_bytes()).hexdigest() != zip_digest:
         warn(f"{autograder_zip} changed during grading: the sheet used the zip as it was first read")
     return collected()
-
-
-# --------------------------------------------------------------------------------------------
-# Containers
-# --------------------------------------------------------------------------------------------
-class DockerUnavailable(RuntimeError):
-    """``--docker`` was asked for where Docker cannot run."""
-
-
-def require_docker() -> None:
-    """Raise :class:`DockerUnavailable` (one line) unless ``docker`` runs with a daemon."""
-    if shutil.which("docker") is None:
-        raise DockerUnavailable(
-            "--docker needs Docker, and the docker command was not found: grade without --docker, or on Gradescope"
-        )
-    try:
-        status = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False).returncode
-    except (OSError, subprocess.TimeoutExpired):
-        status = 1
-    if status != 0:
-        raise DockerUnavailable(
-            "--docker needs a running Docker daemon ('docker info' failed): start Docker, or grade without --docker"
-        )
-
-
-def docker_command(
-    assignment: str,
-    autograder_zip: str | os.PathLike,
-    folder: str | os.PathLike,
-    out: str | os.PathLike,
-    timeout: float,
-    jobs: int = 1,
-) -> list[str]:
-    """The ``otter grade`` command that grades every ``.ipynb`` in ``folder``, one container each."""
-    return [
-        "otter", "grade", "-n", assignment, "-a", str(autograder_zip), "-o", str(out), "--ext", "ipynb",
-        "--timeout", str(max(1, math.ceil(timeout))), "--no-network", "--containers", str(jobs), str(folder),
-    ]  # fmt: skip
-
-
-def grade_with_docker(
-    assignment: str, submissions: Sequence[str | os.PathLike], autograder_zip: str | os.PathLike,
-    timeout: float = DEFAULT_TIMEOUT, jobs: int = 1,
-) -> list[QuestionGrade]:  # fmt: skip
-    """Hand the batch to ``otter grade`` (a container per submission, no network, the same time
-    limit) and read its scores. Raises :class:`DockerUnavailable` at once without Docker."""
-    import csv
-
-    require_docker()
-    bundle = load_bundle(Path(autograder_zip).read_bytes())
-    with tempfile.TemporaryDirectory(prefix="opcc-docker-") as workdir:
-        folder, out = Path(workdir) / "submissions", Path(workdir) / "out"
-        folder.mkdir()
-        names = {}
-        for i, submission in enumerate(submissions):
-            shutil.copyfile(submission, folder / f"s{i}.ipynb")
-            names[f"s{i}"] = Path(submission)
-        subprocess.run(docker_command(assignment, autograder_zip, folder, out, timeout, jobs), check=True)
-        with open(out / "final_grades.csv", newline="", encoding="utf-8") as handle:
-            scores = {Path(row.get("file", "")).stem: row for row in csv.DictReader(handle)}
-    rows = []
-    for key, path in names.items():
-        row = scores.get(key, {})
-        digest = sha256_file(path)
-        for q, available in bundle["points"].items():
-            got = 0.0
-            with contextlib.suppress(ValueError, TypeError):
-                got = float(row.get(q, "nan"))
-            got = 0.0 if math.isnan(got) else got
-            reason = "" if got >= available - 1e-9 else ("not graded" if not row else "tests failed (otter grade)")
-            rows.append(
-                QuestionGrade(
-                    student_id(path, assignment), assignment, q, got, available, reason, "", digest, str(path)
-                )
-            )
-    return rows

@@ -5,14 +5,20 @@ private folder (see :mod:`opcc_edu.classroom.sandbox`), with the student's stdou
 thrown away; every message for the grader is one JSON line written to file descriptor ``FD``.
 It has two modes:
 
-* ``notebook``: run every code cell of ``work/submission.ipynb`` in an in-process IPython shell
-  (a cell that raises does not stop the next), then report the values the grader asked for as
-  plain data (:func:`encode`). Messages: ``{"started"}``, ``{"cell": i}`` before each cell,
+* ``notebook``: run the code cells the grader sends (exactly those its review read, taken from
+  the notebook after nbformat's upgrade to version 4) in an in-process IPython shell (a cell
+  that raises does not stop the next), then report the values the grader asked for as plain
+  data (:func:`encode`). Messages: ``{"started"}``, ``{"cell": i}`` before each cell,
   ``{"errors": ...}``, ``{"values": ...}``.
 * ``functions``: execute only the source the grader sends (the notebook's top-level imports,
   literal constants and ``def`` statements, taken from its syntax tree), then answer call
   requests read from stdin, one at a time: ``{"id", "fn", "args", "kwargs"}`` -> ``{"id",
   "ok", "result" | "error"}``.
+* ``probe``: report its uid, pid and capabilities (the grader checks that a sandbox isolates).
+
+Under ``bwrap`` as root it starts with only the capabilities to change uid, and first becomes
+the sandbox's uid (``--uid UID`` after ``FD``), before it reads anything; then it makes its
+private folders (``HOME``, ``IPYTHONDIR``, the working folder, a copy of the package cache).
 
 Nothing here decides a score: whatever the student's code does to this process (patching NumPy,
 the package or this file's functions) changes only the data it sends back, which the grader
@@ -125,16 +131,12 @@ def _error(exc: BaseException) -> str:
 
 
 def _run_notebook(send, request: dict) -> None:
-    notebook = json.loads(open(request["notebook"], encoding="utf-8").read())
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     send({"started": True})
     errors = {}
-    cells = [c for c in notebook.get("cells", []) if c.get("cell_type") == "code"]
-    for i, cell in enumerate(cells):
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
+    for i, source in enumerate(request["cells"]):
         send({"cell": i})
         result = shell.run_cell(source, store_history=False, silent=True)
         failure = result.error_before_exec or result.error_in_exec
@@ -183,17 +185,60 @@ def _serve_functions(send, request: dict) -> None:
         send(reply)
 
 
+def _drop_privileges(uid: int) -> None:
+    """Become ``uid`` (and gid ``uid``, no supplementary groups): every capability goes with root."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError("could not change uid")
+
+
+def _prepare(request: dict) -> None:
+    """Make the private folders and copy the package cache (in the sandbox's own /tmp)."""
+    import shutil
+
+    for name in ("HOME", "IPYTHONDIR", "TMPDIR", "MPLCONFIGDIR", "OPCC_EDU_CACHE"):
+        if os.environ.get(name):
+            os.makedirs(os.environ[name], exist_ok=True)
+    source = request.get("cache_source")
+    if source and os.path.isdir(source):
+        try:
+            shutil.copytree(
+                source, os.environ["OPCC_EDU_CACHE"], dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks")
+            )
+        except (OSError, shutil.Error):  # no room: start empty, the package computes what it needs
+            shutil.rmtree(os.environ["OPCC_EDU_CACHE"], ignore_errors=True)
+            os.makedirs(os.environ["OPCC_EDU_CACHE"], exist_ok=True)
+    os.makedirs(request["workdir"], exist_ok=True)
+    os.chdir(request["workdir"])
+
+
+def _probe(send) -> None:
+    with open("/proc/self/status", encoding="utf-8") as handle:
+        status = dict(line.split(":", 1) for line in handle if ":" in line)
+    uid = os.getuid()
+    send({"probe": {"uid": uid, "euid": os.geteuid(), "pid": os.getpid(), "capabilities": status["CapEff"].strip()}})
+
+
 def main(argv: list[str]) -> None:
-    """``runner.py MODE FD``: read the request (one JSON line) from stdin, then run MODE."""
+    """``runner.py MODE FD [--uid UID]``: read the request (one JSON line) from stdin, then run MODE."""
     mode, fd = argv[0], int(argv[1])
+    if argv[2:3] == ["--uid"]:
+        _drop_privileges(int(argv[3]))
     channel = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
 
     def send(message: dict) -> None:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
+    if mode == "probe":
+        _probe(send)
+        channel.flush()
+        os._exit(0)
     request = json.loads(sys.stdin.readline())
     try:
+        _prepare(request)
         (_run_notebook if mode == "notebook" else _serve_functions)(send, request)
     except BaseException as exc:  # noqa: BLE001 - reported to the grader, then exit
         send({"crashed": _error(exc)})

@@ -1,20 +1,22 @@
-"""Run a student's code in a private folder, with limits that hold, and leave nothing behind.
+"""Run a student's code in a sandbox of its own, with limits that hold, and leave nothing behind.
 
-One :class:`Sandbox` per submission gives it:
+One :class:`Sandbox` per submission starts its processes (:mod:`runner
+<opcc_edu.classroom.runner>`) in the batch's backend (:mod:`opcc_edu.classroom.isolation`):
 
-* its own fresh ``HOME``, ``IPYTHONDIR``, ``TMPDIR``, working folder and package cache (a copy
-  of the grader's), in a temporary folder deleted by :meth:`Sandbox.close`; the environment
-  holds nothing else of the grader's (no paths of the autograder, the submissions or the sheet);
-* processes (:func:`runner <opcc_edu.classroom.runner>`) started in their own session with
-  resource limits (address space, processes, file size, no core dumps), stdout thrown away,
-  stderr and the message channel read with a deadline and a size cap;
-* at the end or at the time limit, the whole process tree killed: every descendant of the
-  runner, and every process that escaped it (a double fork or ``setsid`` reparents it to the
-  grading process, made a *child subreaper* while a batch runs, see :func:`reaping`).
+* ``bwrap``: each process in a bubblewrap sandbox (own PID, network, IPC and UTS namespaces, a
+  read-only system and Python, a private ``/tmp`` of bounded size holding its ``HOME``,
+  ``IPYTHONDIR``, working folder and a copy of the package cache when it fits in a quarter of
+  that ``/tmp``; a uid that is not the grader's). Nothing of the grader's is mounted, so nothing
+  of it can be read, changed or signalled, and the namespace's processes all die with its first.
+* ``unsafe-local``: its own fresh ``HOME``, ``IPYTHONDIR``, ``TMPDIR``, working folder and
+  package cache in a temporary folder deleted by :meth:`Sandbox.close`, as the grader's user.
 
-The sandbox runs as the grader's user: it does not stop a student's code from reading or
-writing the grader's other files. The grader detects what it can (hashes, the review column)
-and the teaching guide says when to use containers instead.
+In both, processes start in their own session with resource limits (address space, processes,
+file size, no core dumps) set before ``exec``, so they bind the sandbox's uid; stdout is thrown
+away, stderr and the message channel are read with a deadline and a size cap; at the end or at
+the time limit the whole process tree is killed: every descendant of the runner, and every
+process that escaped it (a double fork or ``setsid`` reparents it to the grading process, made
+a *child subreaper* while a batch runs, see :func:`reaping`).
 """
 
 from __future__ import annotations
@@ -53,14 +55,24 @@ class Limits:
 
     Attributes:
         memory_mb: address space of each process (RLIMIT_AS).
-        processes: processes and threads the submission may add to the grader's user
-            (RLIMIT_NPROC counts the whole user, so the limit is set to those running now plus this).
+        processes: processes and threads the submission may run (RLIMIT_NPROC, which counts a
+            uid: under ``bwrap`` as root each sandbox has a uid of its own, so this is its
+            allowance; otherwise the limit is set to the uid's processes running now plus this).
         file_mb: the largest file it may write (RLIMIT_FSIZE).
+        tmp_mb: size of the sandbox's private ``/tmp`` (``bwrap`` only; it holds every file the
+            submission can write).
     """
 
-    memory_mb: int = 8192
-    processes: int = 256
+    memory_mb: int = 4096
+    processes: int = 128
     file_mb: int = 512
+    tmp_mb: int = 1024
+
+    def __post_init__(self) -> None:
+        from ..utils import check_positive_int
+
+        for name in ("memory_mb", "processes", "file_mb", "tmp_mb"):
+            check_positive_int(getattr(self, name), f"Limits.{name}")
 
 
 _lock = threading.Lock()
@@ -163,6 +175,21 @@ def _descendants(pid: int, table: dict[int, tuple[int, str]]) -> set[int]:
     return found
 
 
+def _fits(folder: Path, budget: int) -> bool:
+    """Whether ``folder`` exists and its files add up to at most ``budget`` bytes (a sandbox copies
+    a cache that fits in a quarter of its /tmp; a larger one is left out and rebuilt as needed)."""
+    if not folder.is_dir():
+        return False
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, name)).st_size
+            if total > budget:
+                return False
+    return True
+
+
 class Child:
     """One sandboxed runner process: send it JSON lines, receive its messages with a deadline."""
 
@@ -230,35 +257,70 @@ class Child:
 
 
 class Sandbox:
-    """Private folders and processes of one submission (a context manager that cleans up)."""
+    """Private folders and processes of one submission (a context manager that cleans up).
 
-    def __init__(self, deadline: float, limits: Limits | None = None, env: dict[str, str] | None = None):
+    Args:
+        deadline: ``time.monotonic()`` past which its processes are stopped.
+        limits: resource limits of each of its processes.
+        env: environment variables added for its processes.
+        backend: ``"bwrap"`` or ``"unsafe-local"`` (see :mod:`opcc_edu.classroom.isolation`).
+    """
+
+    def __init__(
+        self,
+        deadline: float,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        backend: str = "bwrap",
+    ):
+        from .isolation import acquire_uid, check_backend
+
         self.deadline = deadline
         self.limits = limits or Limits()
-        self.root = Path(tempfile.mkdtemp(prefix="opcc-sandbox-"))
-        for name in ("home", "ipython", "tmp", "work", "cache"):
-            (self.root / name).mkdir()
-        self.work = self.root / "work"
+        self.backend = check_backend(backend)
         self._env = env or {}
         self._children: list[Child] = []
-        self.copy_cache()
+        self.uid: int | None = None
+        self.root: Path | None = None
+        if self.backend == "bwrap":
+            self.as_root = os.geteuid() == 0
+            if self.as_root:
+                self.uid = acquire_uid()
+        else:
+            self.root = Path(tempfile.mkdtemp(prefix="opcc-sandbox-"))
+            for name in ("home", "ipython", "tmp", "work", "cache"):
+                (self.root / name).mkdir()
+            self.copy_cache()
+
+    @property
+    def work(self) -> Path:
+        """The working folder of its processes (as they see it)."""
+        return self.root / "work" if self.root is not None else Path("/tmp/work")
 
     def copy_cache(self) -> None:
         """A private copy of the package cache (trained ensembles), so that no submission
-        changes what another one loads."""
+        changes what another one loads (under ``bwrap`` the runner copies it into its /tmp)."""
         source = cache_root()
-        if source.is_dir():
+        if self.root is not None and source.is_dir():
             shutil.copytree(source, self.root / "cache", dirs_exist_ok=True, ignore=shutil.ignore_patterns("locks"))
 
     def environment(self) -> dict[str, str]:
+        if self.root is not None:
+            home, ipython, tmp, cache = (str(self.root / n) for n in ("home", "ipython", "tmp", "cache"))
+            path = os.environ.get("PATH", "/usr/bin:/bin")
+        else:
+            home, ipython, tmp, cache = "/tmp/home", "/tmp/ipython", "/tmp", "/tmp/cache"
+            path = f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin"
         env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": path,
             "LANG": "C.UTF-8",
-            "HOME": str(self.root / "home"),
-            "IPYTHONDIR": str(self.root / "ipython"),
-            "TMPDIR": str(self.root / "tmp"),
-            "MPLCONFIGDIR": str(self.root / "tmp"),
-            "OPCC_EDU_CACHE": str(self.root / "cache"),
+            "HOME": home,
+            "USER": "student",
+            "LOGNAME": "student",
+            "IPYTHONDIR": ipython,
+            "TMPDIR": tmp,
+            "MPLCONFIGDIR": os.path.join(tmp, "matplotlib"),
+            "OPCC_EDU_CACHE": cache,
             "MPLBACKEND": "Agg",
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
@@ -282,22 +344,43 @@ class Sandbox:
 
     def start(self, mode: str, request: dict) -> Child:
         """Start ``runner.py MODE`` and send it ``request``."""
+        from .isolation import CACHE_MOUNT, processes_of
+
         read_end, write_end = os.pipe()
-        user_processes = sum(1 for _ in _processes()) + self.limits.processes
+        counted = self.uid if self.uid is not None else os.getuid()
+        user_processes = len(processes_of(counted)) + self.limits.processes
+        request = {**request, "workdir": str(self.work)}
+        if self.root is None and _fits(Path(os.path.realpath(cache_root())), self.limits.tmp_mb * 2**20 // 4):
+            request["cache_source"] = CACHE_MOUNT  # the runner copies it into its /tmp
         with _spawn_lock:
-            process = self._popen(mode, write_end, user_processes)
+            try:
+                process = self._popen(mode, write_end, user_processes)
+            except BaseException:
+                os.close(read_end)
+                raise
+            finally:
+                os.close(write_end)
             with _lock:
                 _launched.add(process.pid)
-        os.close(write_end)
         child = Child(process, read_end)
         self._children.append(child)
         child.send(request)
         return child
 
+    def command(self, mode: str, write_end: int) -> list[str]:
+        """The command line of one runner process."""
+        runner = [sys.executable, "-I", str(_RUNNER), mode, str(write_end)]
+        if self.backend == "unsafe-local":
+            return runner
+        from .isolation import bwrap_arguments
+
+        drop = ["--uid", str(self.uid)] if self.uid is not None else []
+        return [*bwrap_arguments(self.limits.tmp_mb * 2**20, self.as_root), "--", *runner, *drop]
+
     def _popen(self, mode: str, write_end: int, user_processes: int) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-I", str(_RUNNER), mode, str(write_end)],
-            cwd=self.work,
+            self.command(mode, write_end),
+            cwd=self.work if self.root is not None else "/",
             env=self.environment(),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -339,10 +422,23 @@ class Sandbox:
 
     def close(self) -> None:
         """Kill every process of this sandbox and delete its folders."""
+        from .isolation import processes_of, release_uid
+
         for child in self._children:
             if child.process.returncode is None or child.process.pid in _launched:
                 self.stop(child)
         kill_escaped()
+        if self.uid is not None:  # nothing may outlive the sandbox under its uid
+            for _ in range(50):
+                left = set(processes_of(self.uid))
+                if not left:
+                    release_uid(self.uid)
+                    break
+                _kill_and_reap(left)
+                time.sleep(0.02)
+            self.uid = None
+        if self.root is None:
+            return
         shutil.rmtree(self.root, ignore_errors=True)
         if self.root.exists():  # a folder made read-only inside: make it writable, then delete
             for folder, _, _ in os.walk(self.root):

@@ -59,10 +59,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     grade = add_command(
         sub,
         "grade",
-        "grade submitted notebooks into a CSV (a sandbox per submission, or --docker)",
-        "Run each submission in its own sandbox (fresh HOME, IPYTHONDIR, TMPDIR and folder; limits; every "
-        "process killed at the end), then check its functions and values outside the student's process "
-        "against the expected values stored in the autograder. One CSV row per student and question "
+        "grade submitted notebooks into a CSV (a bwrap sandbox per submission, or --docker)",
+        "Run each submission in its own bubblewrap sandbox (own PID and network namespaces, read-only "
+        "system, private /tmp, a uid that is not yours, limits; nothing of your files mounted; every "
+        "process killed at the end), then check its functions and values outside the sandbox against "
+        "the expected values stored in the autograder. Without a working bwrap the command stops and "
+        "says how to get one (or use --docker, or --unsafe-local). One CSV row per student and question "
         "(student, assignment, question, points, max_points, reason, review, sha256, submission). A "
         "submission that is not a notebook, fails or exceeds --timeout scores 0 on the questions it "
         "affects, with the reason; 'review' flags code a teacher should read.",
@@ -92,9 +94,30 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="submissions graded at the same time, one kernel each (default 1)",
     )
     grade.add_argument(
+        "--memory-mb",
+        type=positive_int,
+        metavar="MB",
+        default=None,
+        help="address space of each of a submission's processes (default 4096)",
+    )
+    grade.add_argument(
+        "--processes",
+        type=positive_int,
+        metavar="N",
+        default=None,
+        help="processes and threads one submission may run (default 128)",
+    )
+    isolation = grade.add_mutually_exclusive_group()
+    isolation.add_argument(
         "--docker",
         action="store_true",
         help="hand the batch to otter grade: one container per submission, no network, the same --timeout",
+    )
+    isolation.add_argument(
+        "--unsafe-local",
+        action="store_true",
+        help="no sandbox: run each notebook as your user (it could read and change your files); every row "
+        "of the sheet says so. Only on a machine and account you can afford to expose",
     )
     grade.set_defaults(handler=_grade)
 
@@ -115,6 +138,8 @@ def _build(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from ..classroom.grading import DockerUnavailable, grade_with_docker, require_docker
+    from ..classroom.isolation import SandboxUnavailable, require_backend
+    from ..classroom.sandbox import Limits
     from ..classroom.sheet import write_grades
     from ..classroom.teaching import build_assignment, grade_submissions, require_otter
 
@@ -126,6 +151,18 @@ def _grade(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
+    backend = "unsafe-local" if args.unsafe_local else "bwrap"
+    if args.docker and (args.memory_mb or args.processes):
+        raise UsageError("--memory-mb and --processes apply to local grading, not to --docker")
+    limits = Limits(
+        memory_mb=args.memory_mb or Limits.memory_mb,
+        processes=args.processes or Limits.processes,
+    )
+    if not args.docker:
+        try:
+            described = require_backend(backend)
+        except SandboxUnavailable as exc:
+            raise UsageError(str(exc)) from None
     out = Path(args.out)
     if out.is_dir():
         raise UsageError(f"--out {out} is a directory; give the path of the CSV file to write")
@@ -133,6 +170,8 @@ def _grade(args: argparse.Namespace) -> int:
     if args.autograder is not None and not Path(args.autograder).is_file():
         raise UsageError(f"--autograder {args.autograder}: no such file (build it with 'opcc-edu assignments build')")
     verbose = progress_of(args)
+    if not args.docker:
+        echo_stderr(f"{'warning: ' if args.unsafe_local else ''}{described}")
 
     def report(rows) -> None:
         if verbose:
@@ -149,16 +188,21 @@ def _grade(args: argparse.Namespace) -> int:
             rows = grade_with_docker(args.assignment, args.submissions, zip_path, args.timeout, args.jobs)
             write_grades(rows, out)
         else:
-            rows = grade_submissions(
-                args.assignment,
-                args.submissions,
-                zip_path,
-                args.timeout,
-                out_csv=out,
-                on_graded=report,
-                jobs=args.jobs,
-                on_warning=lambda message: echo_stderr(f"warning: {message}"),
-            )
+            try:
+                rows = grade_submissions(
+                    args.assignment,
+                    args.submissions,
+                    zip_path,
+                    args.timeout,
+                    out_csv=out,
+                    on_graded=report,
+                    jobs=args.jobs,
+                    on_warning=lambda message: echo_stderr(f"warning: {message}"),
+                    limits=limits,
+                    backend=backend,
+                )
+            except SandboxUnavailable as exc:
+                raise UsageError(str(exc)) from None
     students = len({r.submission for r in rows})
     flagged = len({r.submission for r in rows if r.review})
     note = f"; {flagged} flagged for review (column 'review')" if flagged else ""
