@@ -318,7 +318,7 @@ def _skip_check_cells(lines: list[str]) -> list[str]:
 
 def skip_hidden_checks(shell: Any = None) -> bool:
     """Make the running IPython kernel skip cells whose first line is :data:`CHECK_MARKER`,
-    unless ``$OPCC_EDU_CHECKS`` is ``1`` (the test suite and the CI book build).
+    unless ``$OPCC_EDU_CHECKS`` is ``1`` (the test suite sets it; the CI book build, like a reader's, does not).
 
     Every chapter calls it in its first cell, so a reader on Colab or in Jupyter does not run
     the checks that guard the book against regressions.

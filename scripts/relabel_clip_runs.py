@@ -11,9 +11,8 @@ re-exports the tables. Nothing is recomputed, no number changes, and a run alrea
 ``clip=...`` is left alone. Runs of environments without health limits need no relabel: there
 the new default box is the old one.
 
-Used once on the committed larger-run directories (``results/ablations/paper/classroom``,
-``results/ablations-classroom/paper/classroom``), whose Hopper and Walker2d runs were run on a GPU
-and are relabelled rather than rerun.
+Used once on the committed ``tiny`` directories (``results/ablations/paper/tiny``,
+``results/ablations/hard/tiny``), whose runs of the new default were then computed.
 """
 
 from __future__ import annotations

@@ -75,8 +75,10 @@ def with_badge(title_source: str, address: str) -> str:
 
 def install_cell_source(url: str, ref: str) -> str:
     """The first code cell of every chapter (see the module docstring)."""
-    return f"""# Colab: fetch the book's repository at {ref} and install the package from it (no extras, nothing
-# upgraded that Colab brings). Everywhere: hidden checks run in the test suite only.
+    # at most 88 columns, the width of the book's code (book/ruff.toml)
+    return f"""# Colab: fetch the book's repository at {ref} and install the package from it (no
+# extras, nothing upgraded that Colab brings). Everywhere: hidden checks run in the test
+# suite only.
 import os
 import sys
 
@@ -85,8 +87,8 @@ if "google.colab" in sys.modules and not os.path.isdir("{CLONE}"):
     !git -C {CLONE} fetch -q --depth 1 {url} {ref}
     !git -C {CLONE} checkout -q FETCH_HEAD
     %pip install -q {CLONE}
-if "google.colab" in sys.modules:
-    os.environ["OPCC_EDU_RESULTS"] = "{CLONE}/results/ablations"  # the committed results
+if "google.colab" in sys.modules:  # the results stored with the book
+    os.environ["OPCC_EDU_RESULTS"] = "{CLONE}/results/ablations"
 
 from opcc_edu.display import skip_hidden_checks
 

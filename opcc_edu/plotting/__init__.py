@@ -8,6 +8,8 @@
 * :mod:`.data` -- offline datasets: query-to-dataset distances, maze visitation, state scatter.
 * :mod:`.calibration` -- reliability diagrams and interval coverage curves.
 * :mod:`.diagnose` -- the value-error diagnostics: error by source and horizon, the reward map.
+* :mod:`.check` -- whether a drawn figure reads at a glance (legends off the data, texts apart,
+  at most a dozen panels), and the hook that checks every figure a chapter draws.
 
 Every function that draws takes ``ax=None`` (or ``axes=None``) and returns what it drew on, so
 figures compose in notebooks. matplotlib is imported by the functions, not by this package, and
@@ -28,6 +30,15 @@ from .benchmark import (
     render_states,
 )
 from .calibration import plot_coverage_curve, plot_reliability
+from .check import (
+    MAX_PANELS,
+    FigureProblem,
+    assert_figures_readable,
+    check_every_figure,
+    check_figure,
+    figure_problems,
+    place_legend,
+)
 from .data import plot_maze_visitation, plot_query_distances, plot_state_visitation
 from .diagnose import plot_reward_map, plot_value_error
 from .selective import plot_answers, plot_comparison, plot_level_risk_coverage, plot_risk_coverage, plot_voting_prefix
@@ -35,6 +46,12 @@ from .style import BOOK_STYLE, MIN_FONT_SIZE, PAGE_WIDTH, figure_size, new_axes,
 
 __all__ = [
     "ANSWER_COLORS",
+    "FigureProblem",
+    "MAX_PANELS",
+    "assert_figures_readable",
+    "check_every_figure",
+    "check_figure",
+    "figure_problems",
     "BOOK_STYLE",
     "MIN_FONT_SIZE",
     "PAGE_WIDTH",
@@ -43,6 +60,7 @@ __all__ = [
     "figure_size",
     "maze_geometry",
     "new_axes",
+    "place_legend",
     "plot_answers",
     "plot_comparison",
     "plot_value_error",

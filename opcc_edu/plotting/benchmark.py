@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..display import explore
+from .check import place_legend
 from .style import PAGE_WIDTH, figure_size
 
 if TYPE_CHECKING:
@@ -64,6 +65,14 @@ def maze_geometry(env_name: str) -> dict[str, Any]:
     return {"walls": walls, "free": free, "goal": goal, "extent": (-cols / 2, cols / 2, -rows / 2, rows / 2)}
 
 
+#: zorder of a colour map drawn over a maze (above its floor, below its walls).
+MAP_ZORDER = 1.0
+#: zorder of a maze's walls and goal: above any colour map, below lines and points (zorder 2).
+WALL_ZORDER = 1.5
+#: Colour of a maze's walls: a grey that no colour map of the book uses.
+WALL_COLOR = "0.35"
+
+
 def draw_maze(env_name: str, ax: Axes | None = None) -> Axes:
     """Draw a maze top-down: walls, free cells, the goal region; axes in metres.
 
@@ -82,12 +91,26 @@ def draw_maze(env_name: str, ax: Axes | None = None) -> Axes:
     geometry = maze_geometry(env_name)
     if ax is None:
         _, ax = plt.subplots(figsize=figure_size(width=0.55 * PAGE_WIDTH, panel_aspect=1.0))
+    # layers: free floor, then a colour map (zorder MAP_ZORDER), then walls and the goal, then the
+    # data (lines and points, zorder 2): a map never hides a wall, a wall never hides a path
     for x, y in geometry["free"]:
-        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="white", edgecolor="0.9", lw=0.5))
+        floor = Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="white", edgecolor="0.9", lw=0.5, zorder=0.5)
+        ax.add_patch(floor).set_gid("maze")
     for x, y in geometry["walls"]:
-        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="0.35", edgecolor="0.35"))
+        wall = Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=WALL_COLOR, edgecolor=WALL_COLOR, zorder=WALL_ZORDER)
+        ax.add_patch(wall).set_gid("maze")
     goal = geometry["goal"]
-    ax.add_patch(Circle(goal, GOAL_RADIUS, facecolor="gold", edgecolor="darkgoldenrod", alpha=0.6, label="goal region"))
+    ax.add_patch(
+        Circle(
+            goal,
+            GOAL_RADIUS,
+            facecolor="gold",
+            edgecolor="darkgoldenrod",
+            alpha=0.6,
+            label="goal region",
+            zorder=WALL_ZORDER,
+        )
+    ).set_gid("maze")
     xmin, xmax, ymin, ymax = geometry["extent"]
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(ymin, ymax)
@@ -181,12 +204,13 @@ def plot_value_scatter(
     if spare:  # the legend gets a panel of its own
         spare[0].legend(*axes[0].get_legend_handles_labels(), loc="center", markerscale=2)
     else:
-        axes[0].legend(loc="upper left", markerscale=2)
+        place_legend(axes[0], markerscale=2)
     return axes
 
 
 def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log: bool = False) -> Axes:
-    """Histogram of the value gaps |V_a - V_b|, one outline per horizon.
+    """Histogram of the value gaps |V_a - V_b|, one outline per horizon, and each horizon's filter
+    threshold (dotted, in the horizon's colour); the title is the environment's name.
 
     Args:
         queries: a :class:`opcc_edu.queries.QuerySet`.
@@ -208,12 +232,13 @@ def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log
     for i, h in enumerate(horizons):
         color = cmap(i / max(len(horizons) - 1, 1))
         ax.hist(gaps[queries.horizon == h], bins=edges, histtype="step", lw=1.4, color=color, label=f"h = {h}", log=log)
-        ax.axvline(set_gap_threshold(queries, h), color=color, lw=0.8, ls=":")
+        threshold = "filter threshold" if i == len(horizons) - 1 else None  # one legend entry for all
+        ax.axvline(set_gap_threshold(queries, h), color=color, lw=0.8, ls=":", label=threshold)
     unit = _value_unit(queries.env_name)
-    ax.set_xlabel(f"value gap $|V^{{\\pi}}(s,h) - V^{{\\hat\\pi}}(\\hat s,h)|$ ({unit})")
+    ax.set_xlabel(f"value gap $|V^{{\\pi}} - V^{{\\hat\\pi}}|$ ({unit})")
     ax.set_ylabel("queries (count)")
-    ax.set_title(f"{queries.env_name}: value gaps (dotted: filter threshold)")
-    ax.legend()
+    ax.set_title(queries.env_name)
+    place_legend(ax)
     return ax
 
 
@@ -270,7 +295,7 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
     n_axes = 2 if spec.is_maze else 3
     own_figure = axes is None
     if axes is None:
-        _, axes = plt.subplots(1, n_axes, figsize=figure_size(columns=n_axes, panel_aspect=0.86), layout="constrained")
+        _, axes = plt.subplots(1, n_axes, figsize=figure_size(columns=n_axes, panel_aspect=1.0), layout="constrained")
     axes = np.atleast_1d(np.asarray(axes, dtype=object))
     if len(axes) != n_axes:
         raise ValueError(f"axes must hold {n_axes} Axes for {queries.env_name}, got {len(axes)}")
@@ -308,7 +333,8 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
             steps[valid[row]], cumulative[row, valid[row]], where="post", color=SIDE_COLORS[side], label=labels[side]
         )
     reward_ax.set_xlabel("time step")
-    reward_ax.set_ylabel(f"cumulative reward ({_value_unit(queries.env_name)})")
+    # two lines: one is taller than a short panel and runs into the figure's title
+    reward_ax.set_ylabel(f"reward so far\n({_value_unit(queries.env_name)})")
     answer = "V_a < V_b" if queries.target[i] else "V_a > V_b"
     form = "same start state" if queries.same_state[i] else "two start states"
     title = f"query {i}: h = {h}, {form}, {answer}"

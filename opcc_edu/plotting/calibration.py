@@ -32,8 +32,8 @@ def plot_reliability(
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("probability of a right answer (mean in bin)")
-    ax.set_ylabel("share of right answers in bin")
+    ax.set_xlabel("P(right answer), mean in bin")
+    ax.set_ylabel("share right in bin")
     return ax
 
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .benchmark import draw_maze
+from .benchmark import MAP_ZORDER, draw_maze
+from .check import place_legend
 from .style import new_axes
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def plot_query_distances(results: Any, ax: Axes | None = None, bins: int = 40, l
     unit = {"standard": "standardised units", "range": "range units", "none": "raw units"}[normalize]
     ax.set_xlabel(f"query-to-dataset distance ({unit})")
     ax.set_ylabel("queries (count)")
-    ax.legend()
+    place_legend(ax)
     return ax
 
 
@@ -83,7 +84,7 @@ def plot_maze_visitation(
     draw_maze(env_name, ax=ax)
     shown = np.ma.masked_equal(counts, 0)
     norm = LogNorm(vmin=1, vmax=max(2.0, float(counts.max()))) if log else None
-    image = ax.imshow(shown, extent=extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
+    image = ax.imshow(shown, extent=extent, origin="upper", cmap="viridis", norm=norm, zorder=MAP_ZORDER)
     ax.set_xlim(extent[0], extent[1])
     ax.set_ylim(extent[2], extent[3])
     ax.figure.colorbar(image, ax=ax, label="visits per bin (count)")
@@ -112,7 +113,7 @@ def plot_state_visitation(
     for name, proj in principal_components(datasets).items():
         take = rng.choice(len(proj), size=min(max_points, len(proj)), replace=False)
         ax.scatter(proj[take, 0], proj[take, 1], s=2, alpha=0.4, label=name)
-    ax.set_xlabel("principal component 1 (standardised units)")
-    ax.set_ylabel("principal component 2 (standardised units)")
-    ax.legend(markerscale=5)
+    ax.set_xlabel("principal component 1\n(standardised units)")
+    ax.set_ylabel("principal component 2\n(standardised units)")
+    place_legend(ax, markerscale=5)
     return ax

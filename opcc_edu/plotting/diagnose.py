@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .benchmark import draw_maze
+from .benchmark import MAP_ZORDER, draw_maze
+from .check import place_legend
+from .style import figure_size
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,7 +24,7 @@ def plot_reward_map(reward_map: Any, fig: Figure | None = None) -> Figure:
     from matplotlib.colors import LogNorm, TwoSlopeNorm
 
     panels = 2 if reward_map.data_visits is not None else 1
-    fig = fig or plt.figure(figsize=(5.2 * panels, 4.4), layout="constrained")
+    fig = fig or plt.figure(figsize=figure_size(columns=panels, panel_aspect=0.9), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, panels))
     bias = np.ma.masked_invalid(reward_map.bias)
     limit = max(float(np.nanmax(np.abs(reward_map.bias))) if np.isfinite(reward_map.bias).any() else 0.0, 1e-6)
@@ -31,14 +33,21 @@ def plot_reward_map(reward_map: Any, fig: Figure | None = None) -> Figure:
         for patch in [p for p in ax.patches if p.get_label() == "goal region"]:  # an outline above the map
             patch.set(facecolor="none", edgecolor="black", linestyle="--", zorder=3)
     image = axes[0].imshow(
-        bias, extent=reward_map.extent, origin="upper", cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -limit, limit), zorder=2
+        bias,
+        extent=reward_map.extent,
+        origin="upper",
+        cmap="RdBu_r",
+        norm=TwoSlopeNorm(0.0, -limit, limit),
+        zorder=MAP_ZORDER,
     )
     fig.colorbar(image, ax=axes[0], label="learned - true reward (per step)")
     axes[0].set_title("reward error, query steps")
     if reward_map.data_visits is not None:
         shown = np.ma.masked_equal(reward_map.data_visits, 0)
         norm = LogNorm(vmin=1, vmax=max(2.0, float(reward_map.data_visits.max())))
-        image = axes[1].imshow(shown, extent=reward_map.extent, origin="upper", cmap="viridis", norm=norm, zorder=2)
+        image = axes[1].imshow(
+            shown, extent=reward_map.extent, origin="upper", cmap="viridis", norm=norm, zorder=MAP_ZORDER
+        )
         fig.colorbar(image, ax=axes[1], label="dataset transitions per patch (count)")
         axes[1].set_title("dataset transitions")
     return fig
@@ -48,7 +57,7 @@ def plot_value_error(decomposition: Any, fig: Figure | None = None) -> Figure:
     """Two panels: value error by horizon per variant, and open-loop error by step."""
     import matplotlib.pyplot as plt
 
-    fig = fig or plt.figure(figsize=(10, 3.6), layout="constrained")
+    fig = fig or plt.figure(figsize=figure_size(columns=2, panel_aspect=0.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     horizons = sorted(set(decomposition.horizon.tolist()))
     for name, members in decomposition.variants().items():
@@ -57,7 +66,7 @@ def plot_value_error(decomposition: Any, fig: Figure | None = None) -> Figure:
     left.set_xlabel("horizon h")
     left.set_ylabel("mean |value error|")
     left.set_title(f"{decomposition.env_name}: value error by source")
-    left.legend(fontsize=8)
+    place_legend(left)
     steps = sorted(decomposition.open_loop)
     right.plot(steps, [decomposition.open_loop[s] for s in steps], marker="o", color="C3")
     right.set_xlabel("steps replayed open loop")

@@ -16,6 +16,7 @@ from ..confidence import ensemble_voting
 from ..metrics import evaluate, risk_coverage_curve, trapezoid_area
 from ..names import CONFIDENCE_NAMES, METRIC_NAMES, METRICS
 from ..utils import check_choice
+from .check import place_legend
 from .style import new_axes
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def plot_risk_coverage(
     ax.set_ylim(0.0, max(highest * 1.05, 0.01))
     ax.set_xlabel(_COVERAGE_LABEL)
     ax.set_ylabel(_RISK_LABEL)
-    ax.legend(loc="upper left")
+    place_legend(ax)
     return ax
 
 
@@ -108,7 +109,7 @@ def plot_level_risk_coverage(
     ax.set_ylabel(_RISK_LABEL)
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper left")
+    place_legend(ax)
     return ax
 
 
@@ -147,7 +148,7 @@ def plot_comparison(
         ax.tick_params(axis="x", labelrotation=90)
     ax.set_ylabel(f"{METRIC_NAMES[metric]} (fraction)")
     ax.set_xlabel("environment and ablation level" if multi_env else "ablation level")
-    ax.legend()
+    place_legend(ax)
     return ax
 
 

@@ -1,13 +1,17 @@
 """Book hygiene: every chapter is stored stripped, listed in the TOC and follows the standard."""
 
+import builtins
 import importlib.util
 import json
 import re
+import symtable
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
+
+from opcc_edu.display import CHECK_MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(
@@ -238,3 +242,73 @@ def test_doc_links_resolve_and_exercise_labels_are_unique():
             labels.setdefault(match.group(1), []).append(str(page.relative_to(ROOT)))
     assert missing == [], "{doc} links to pages that do not exist (a page under lab_notes/ links with ../)"
     assert {label: where for label, where in labels.items() if len(where) > 1} == {}
+
+
+# --------------------------------------------------------------------------------------------
+# The reader's view: hidden checks are skipped there, so no visible cell may need one
+# --------------------------------------------------------------------------------------------
+ALL_NOTEBOOKS = NOTEBOOKS + sorted((ROOT / "assignments").rglob("*.ipynb"))
+_MAGIC = re.compile(r"^(\s*)[!%].*$", re.M)
+_KNOWN = set(dir(builtins)) | {"display", "get_ipython", "__file__"}
+
+
+def cell_names(source: str) -> tuple[set[str], set[str]]:
+    """The global names a cell binds and the global names it reads (its functions' and
+    comprehensions' included), IPython's ``!`` and ``%`` lines left out."""
+    if source.lstrip().startswith("%%"):
+        return set(), set()
+    table = symtable.symtable(_MAGIC.sub(r"\1pass", source), "<cell>", "exec")
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    read = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    scopes = list(table.get_children())
+    while scopes:
+        scope = scopes.pop()
+        scopes.extend(scope.get_children())
+        for symbol in scope.get_symbols():
+            if symbol.is_global() and symbol.is_referenced():
+                read.add(symbol.get_name())
+            if symbol.is_declared_global() and symbol.is_assigned():
+                bound.add(symbol.get_name())
+    return bound, read
+
+
+def names_left_to_hidden_checks(cells: list[tuple[bool, str]]) -> list[tuple[int, str]]:
+    """``(cell index, name)`` for every visible code cell that reads a global name whose last
+    binding before it is in a hidden-check cell: undefined for a reader, whose kernel skips those
+    cells, or different from what the test suite saw. ``cells`` are ``(is code, source)`` pairs."""
+    bound_by_check: dict[str, bool] = {}
+    found = []
+    for index, (is_code, source) in enumerate(cells):
+        if not is_code:
+            continue
+        bound, read = cell_names(source)
+        hidden = source.startswith(CHECK_MARKER)
+        if not hidden:
+            found += [(index, name) for name in sorted(read - bound - _KNOWN) if bound_by_check.get(name)]
+        bound_by_check.update(dict.fromkeys(bound, hidden))
+    return found
+
+
+def test_names_left_to_hidden_checks_finds_what_a_reader_lacks():
+    check = f"{CHECK_MARKER}\nroom = load()\nassert room\n"
+    cells = [
+        (True, "import numpy as np\nload = list\n!ls\n%time load()"),
+        (True, check),
+        (False, "room, as the check above called it"),
+        (True, "print(np.mean([1]), [room for _ in 'ab'])\nprint(len(room))"),
+        (True, "def size():\n    return len(room)"),
+        (True, "room = load()\nprint(room, [x for x in 'ab'], display)"),
+        (True, f"{CHECK_MARKER}\nnp = None"),
+        (True, "np.zeros(2)"),
+    ]
+    assert names_left_to_hidden_checks(cells) == [(3, "room"), (4, "room"), (7, "np")]
+    assert names_left_to_hidden_checks(cells[:2] + cells[5:6]) == []
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT).with_suffix("")))
+def test_no_visible_cell_needs_a_hidden_check(path):
+    """A reader's kernel skips the hidden checks (``opcc_edu.display.skip_hidden_checks``), so a name
+    that only a hidden check binds is undefined there: the page fails to build without the checks."""
+    cells = [(c["cell_type"] == "code", "".join(c["source"])) for c in _load(path)["cells"]]
+    found = names_left_to_hidden_checks(cells)
+    assert found == [], f"{path.relative_to(ROOT)}: visible cells read names bound by a hidden check: {found}"

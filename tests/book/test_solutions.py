@@ -21,6 +21,15 @@ solution reads it), so this file adds a few minutes. A slice may miss a cell tha
 effect alone (a seed set, a file written); so when a solution fails in its slice, the chapter is
 run again in full (every code cell but the hidden checks) before the solutions, and the test
 fails only if the solution fails there too (the message says when the slice alone failed).
+
+**Solutions answer.** A solution with code states its answer in a line it prints itself from the
+values it computes, starting with ``Answer:`` (so that every number in it is computed, not
+typed). After a chapter's solutions run, each such line is read back from the output: it must be
+there, and a verdict it states must agree with the numbers beside it (:func:`answer_problems`:
+an interval said to lie inside or outside a margin, a value said to be below a bound or not).
+:data:`ANSWERING_CHAPTERS` lists the chapters held to this; :data:`ANSWER_PENDING` the
+solutions of theirs that do not yet print their answer (a test fails when one of them does, so
+that the list only shrinks).
 """
 
 from __future__ import annotations
@@ -56,6 +65,62 @@ CODE = re.compile(
 )
 #: MyST options at the top of a ``{code-cell}`` block (``:tags: ...`` lines or a ``---`` block).
 OPTION_LINES = re.compile(r"\A(?:---\n.*?\n---\n|(?::[\w-]+:[^\n]*\n)+)", re.S)
+
+#: Chapters whose code solutions print their answer (``Answer: ...``).
+ANSWERING_CHAPTERS = frozenset(
+    """
+    mdp_background policy_comparison_queries benchmark_tour risk_coverage offline_data
+    dynamics_ensembles answering_with_confidence answering_pcqs ablations_overview
+    ablation_dataset_type ablation_horizon ablation_confidence ablation_ensemble_count
+    ablation_prior_scale ablation_stochastic ablation_model_type ablation_normalization
+    ablation_mixture beyond_coverage_confidence what_aurcc_rewards predictor_and_calibration
+    calibrated_confidence model_free_baseline
+    """.split()
+)
+#: Solutions of those chapters (by label) that do not print their answer yet.
+ANSWER_PENDING = frozenset(
+    """
+   
+    ex-offline-data-2 ex-offline-data-3
+    ex-answering-1 ex-answering-2 ex-answering-3 ex-answering-pcqs-1 ex-answering-pcqs-2
+    ex-answering-pcqs-3 ex-ablations-overview-1 ex-ablations-overview-2
+    ex-ablations-overview-3 ex-ablation-dataset-type-1 ex-ablation-horizon-1
+    ex-ablation-confidence-1 ex-ablation-prior-scale-1 ex-ablation-stochastic-1
+    ex-ablation-model-type-2 ex-ablation-mixture-1 ex-beyond-1 ex-beyond-2
+    ex-what-aurcc-rewards-1 ex-what-aurcc-rewards-2 ex-what-aurcc-rewards-3
+    ex-predictor-calibration-1 ex-predictor-calibration-2 ex-calibrated-confidence-1
+    ex-calibrated-confidence-2 ex-calibrated-confidence-3 ex-model-free-1
+    """.split()
+)
+ANSWER = re.compile(r"^Answer: .+$", re.M)
+NUMBER = r"[-+−]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+#: "[low, high] is (not) inside ±margin"
+INTERVAL_VERDICT = re.compile(rf"\[({NUMBER}), ({NUMBER})\] is (not inside|inside) ±({NUMBER})")
+#: "value, (not) below bound": the value is the last number before the verdict
+BOUND_VERDICT = re.compile(rf"({NUMBER})\)?[,;]? (not below|below) ({NUMBER})")
+
+
+def _number(text: str) -> float:
+    return float(text.replace("−", "-"))
+
+
+def answer_problems(output: str) -> list[str]:
+    """What is wrong with the ``Answer:`` lines of a solution's output: none printed, or a verdict
+    its own numbers contradict (see the module's docstring)."""
+    lines = ANSWER.findall(output)
+    if not lines:
+        return ["no line starting with 'Answer:' in the output"]
+    problems = []
+    for line in lines:
+        for low, high, verdict, margin in INTERVAL_VERDICT.findall(line):
+            inside = -_number(margin) <= _number(low) and _number(high) <= _number(margin)
+            if inside != (verdict == "inside"):
+                problems.append(f"{line!r}: the interval is {'inside' if inside else 'not inside'}")
+        for value, verdict, bound in BOUND_VERDICT.findall(line):
+            below = _number(value) < _number(bound)
+            if below != (verdict == "below"):
+                problems.append(f"{line!r}: {value} is {'below' if below else 'not below'} {bound}")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -174,9 +239,11 @@ def _chapter_cells(nb) -> list[str]:
     return [c.source for c in nb.cells if c.cell_type == "code" and not c.source.startswith(CHECK_MARKER)]
 
 
-def _run(chapter: Path, cells: list[str], solutions: list[Solution]) -> tuple[str | None, dict[str, str]]:
+def _run(
+    chapter: Path, cells: list[str], solutions: list[Solution], printed: dict[str, str] | None = None
+) -> tuple[str | None, dict[str, str]]:
     """Run ``cells`` then each solution in one kernel: (the first chapter cell's error or None,
-    {label: error} of the solutions that failed)."""
+    {label: error} of the solutions that failed); ``printed`` gets each solution's printed text."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
@@ -197,6 +264,10 @@ def _run(chapter: Path, cells: list[str], solutions: list[Solution]) -> tuple[st
                 if i < len(cells):
                     return f"chapter cell {i}: {cells[i].strip().splitlines()[:1]}\n{short}", {}
                 failures[solutions[i - len(cells)].label] = short
+            if i >= len(cells) and printed is not None:
+                label = solutions[i - len(cells)].label
+                text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+                printed[label] = printed.get(label, "") + text
     return None, failures
 
 
@@ -208,21 +279,60 @@ def test_every_solution_runs_after_the_chapter(chapter):
     solutions = CHAPTERS[chapter]
     cells = _chapter_cells(nbformat.read(chapter, as_version=4))
     chosen = needed_cells(cells, [s.code for s in solutions])
-    broken, failures = _run(chapter, [cells[i] for i in chosen], solutions)
+    printed: dict[str, str] = {}
+    broken, failures = _run(chapter, [cells[i] for i in chosen], solutions, printed)
     if broken is None and not failures:
+        _check_answers(chapter, solutions, printed)
         return
     # the slice may have missed a cell that works by side effect: the whole chapter, then the solutions
-    full_broken, full_failures = _run(chapter, cells, solutions)
+    printed.clear()
+    full_broken, full_failures = _run(chapter, cells, solutions, printed)
     assert full_broken is None, f"{chapter.name}: the chapter itself fails before its solutions: {full_broken}"
     assert not full_failures, f"{chapter.name}: solutions that fail after the whole chapter: " + "; ".join(
         f"{label}: {error}" for label, error in full_failures.items()
     )
+    _check_answers(chapter, solutions, printed)
     missed = ", ".join(failures) or "a chapter cell"
     warnings.warn(
         f"{chapter.name}: {missed} failed after the needed cells only, passed after the whole chapter; "
         "a cell works by side effect (say which in the chapter, or keep it)",
         stacklevel=1,
     )
+
+
+def _check_answers(chapter: Path, solutions: list[Solution], printed: dict[str, str]) -> None:
+    """Every solution of an answering chapter that prints its answer prints a sound one."""
+    if chapter.stem not in ANSWERING_CHAPTERS:
+        return
+    problems = [
+        f"{s.label}: {problem}"
+        for s in solutions
+        if "Answer:" in s.code
+        for problem in answer_problems(printed.get(s.label, ""))
+    ]
+    assert not problems, f"{chapter.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("chapter", sorted(ANSWERING_CHAPTERS))
+def test_every_code_solution_prints_its_answer(chapter):
+    found = solution_blocks(nbformat.read(BOOK / f"{chapter}.ipynb", as_version=4))
+    silent = sorted({s.label for s in found if "Answer:" not in s.code} - ANSWER_PENDING)
+    assert not silent, f"{chapter}: solutions that print no 'Answer:' line: {silent}"
+    answering = sorted({s.label for s in found if "Answer:" in s.code} & ANSWER_PENDING)
+    assert not answering, f"{chapter}: these now print their answer; take them off ANSWER_PENDING: {answering}"
+
+
+def test_answer_problems_finds_a_missing_answer_and_a_wrong_verdict():
+    assert answer_problems("3 runs; change +0.0032\n") == ["no line starting with 'Answer:' in the output"]
+    good = "Answer: the interval [-0.0178, +0.0114] is not inside ±0.01.\n"
+    assert answer_problems(good) == []
+    wrong = "Answer: the interval [-0.0178, +0.0114] is inside ±0.01.\n"
+    assert answer_problems(wrong) == [
+        "'Answer: the interval [-0.0178, +0.0114] is inside ±0.01.': the interval is not inside"
+    ]
+    assert answer_problems("Answer: their ratio is 3.8, below 10.") == []
+    assert len(answer_problems("Answer: their ratio is 12.5, below 10.")) == 1
+    assert len(answer_problems("Answer: their ratio is 3.8, not below 10.")) == 1
 
 
 # --------------------------------------------------------------------------------------------

@@ -279,6 +279,13 @@ ex.run_grid(grid, {str(tmp_path / "out")!r}, answer_fn=answer, profile="tiny", p
 # --------------------------------------------------------------------------------------------
 # Ray: a local cluster of 2 CPUs
 # --------------------------------------------------------------------------------------------
+def test_the_cluster_tests_run_first_while_the_process_is_small(request):
+    """conftest.py moves them to the front of the session: Ray forks its processes from this one,
+    and a fork of the process the whole suite has grown may be refused for want of memory."""
+    marked = [item.get_closest_marker("cluster") is not None for item in request.session.items]
+    assert marked == sorted(marked, reverse=True), "a test marked cluster runs after an unmarked one"
+
+
 @pytest.mark.cluster
 def test_a_local_ray_cluster_gives_the_rows_of_the_local_executor(tmp_path, ray):
     """Four real runs (tiny ensembles trained without the cache) on Ray and in this process."""
