@@ -94,7 +94,7 @@ def _lessons() -> list[str]:
     return lesson_pages()
 
 
-#: The problems still on the pages, page by page (``python tests/book/test_lesson_language.py``
+#: The problems still on the pages, page by page (``python -m tests.book.test_lesson_language``
 #: writes it): a page may lose one, never gain one, and an entry that no longer occurs must go.
 PENDING_FILE = Path(__file__).with_name("lesson_language_pending.json")
 
