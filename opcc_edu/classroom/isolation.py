@@ -135,7 +135,10 @@ def bwrap_arguments(tmp_bytes: int, as_root: bool) -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     for folder in _SYSTEM:
         args += ["--ro-bind", folder, folder]
-    made: set[Path] = {Path(p) for p in _SYSTEM}
+    # the private /tmp first: a Python or a package that lives under /tmp (a checkout there) is
+    # mounted on top of it below, where a later tmpfs would hide it
+    args += ["--perms", "1777", "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
+    made: set[Path] = {Path(p) for p in _SYSTEM} | {Path("/tmp")}
     mounts = [(folder, folder) for folder in python_folders()]
     cache = _cache_folder()
     if cache is not None:
@@ -146,7 +149,7 @@ def bwrap_arguments(tmp_bytes: int, as_root: bool) -> list[str]:
                 args += ["--perms", "0755", "--dir", str(parent)]  # bwrap would make them 0700
                 made.add(parent)
         args += ["--ro-bind", str(source), str(target)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", "/tmp"]
     if as_root:  # the runner changes to the sandbox's uid with these two, then holds no capability
