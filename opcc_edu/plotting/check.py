@@ -16,7 +16,10 @@ What counts, in display coordinates after ``fig.canvas.draw()``:
   whole Axes (``axhline``, ``axvline``) and images do not count;
 * **text over text** -- two of the figure's titles, axis labels, super-titles and legends
   overlap;
-* **too many panels** -- more than :data:`MAX_PANELS` Axes with axes drawn (colour bars aside).
+* **too many panels** -- more than :data:`MAX_PANELS` Axes with axes drawn (colour bars aside);
+* **wider than the page** -- what is drawn (a legend beside the Axes, a long title) reaches
+  beyond :data:`~opcc_edu.plotting.style.PAGE_WIDTH`, so the image saved around it (the book's
+  ``bbox_inches="tight"``) is wider than the page and the browser shrinks it, text included.
 """
 
 from __future__ import annotations
@@ -194,6 +197,11 @@ def figure_problems(fig: Figure) -> list[str]:
                 )
                 title = ax.get_title() or ax.get_ylabel()
                 problems.append(f"the legend covers {what} of panel {i} ({title[:30]!r})")
+    from .style import PAGE_WIDTH
+
+    drawn = fig.get_tightbbox(fig.canvas.get_renderer()).width  # inches
+    if drawn > PAGE_WIDTH + 0.01:
+        problems.append(f"drawn {drawn:.2f} in wide, beyond the page's {PAGE_WIDTH:g} in")
     texts = _texts(fig)
     for i, (name_a, box_a) in enumerate(texts):
         for name_b, box_b in texts[i + 1 :]:

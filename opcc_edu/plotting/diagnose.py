@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .benchmark import MAP_ZORDER, draw_maze
-from .check import place_legend
 from .style import figure_size
 
 if TYPE_CHECKING:
@@ -65,11 +64,13 @@ def plot_value_error(decomposition: Any, fig: Figure | None = None) -> Figure:
         left.plot(horizons, mae, marker="o", label=name)
     left.set_xlabel("horizon h")
     left.set_ylabel("mean |value error|")
-    left.set_title(f"{decomposition.env_name}: value error by source")
-    place_legend(left)
+    left.set_title(f"{decomposition.env_name}:\nvalue error by source")
+    if fig.get_layout_engine() is None:  # room for the legend below both panels
+        fig.set_layout_engine("constrained")
+    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncols=2)
     steps = sorted(decomposition.open_loop)
     right.plot(steps, [decomposition.open_loop[s] for s in steps], marker="o", color="C3")
     right.set_xlabel("steps replayed open loop")
     right.set_ylabel("mean |observation error|")
-    right.set_title("prediction error along true trajectories")
+    right.set_title("prediction error along\ntrue trajectories")
     return fig

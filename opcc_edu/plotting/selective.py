@@ -82,6 +82,7 @@ def plot_level_risk_coverage(
     ax: Axes | None = None,
     title: str | None = None,
     titles: Mapping[str, str] | None = None,
+    legend: bool = True,
 ) -> Axes:
     """Plot :func:`opcc_edu.lab.experiments.level_risk_coverage` curves: one line and 95% band per level.
 
@@ -91,6 +92,8 @@ def plot_level_risk_coverage(
         ax: matplotlib Axes to draw on; a new figure when ``None``.
         title: Axes title.
         titles: display names of the levels (default: the level labels).
+        legend: place a legend on the Axes (``False`` when the figure gets one legend for all
+            its panels, as :func:`opcc_edu.lab.findings.draw_rccs` does).
 
     Returns:
         The Axes.
@@ -109,7 +112,8 @@ def plot_level_risk_coverage(
     ax.set_ylabel(_RISK_LABEL)
     if title:
         ax.set_title(title)
-    place_legend(ax)
+    if legend:
+        place_legend(ax)
     return ax
 
 

@@ -387,3 +387,17 @@ def test_on_a_maze_the_map_lies_below_the_walls_and_the_walls_below_the_paths():
     # a map drawn over the walls hides them: the check this test makes fails
     ax.imshow(np.ones((4, 4)), extent=(-2.5, 2.5, -2.5, 2.5), zorder=5)
     assert max(i.get_zorder() for i in ax.images) > min(w.get_zorder() for w in walls)
+
+
+def test_a_figure_drawn_beyond_the_page_is_found():
+    # a page-wide figure whose legend sits beside the Axes with no layout to make room for it:
+    # the image saved around what is drawn is wider than the page
+    fig, ax = plt.subplots(figsize=plotting.figure_size())
+    ax.plot([0, 1], [0, 1], label="a line with a long name")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    assert any("beyond the page" in p for p in plotting.figure_problems(fig))
+    ax.get_legend().remove()
+    ax.legend(loc="upper left")
+    assert not any("beyond the page" in p for p in plotting.figure_problems(fig))

@@ -254,10 +254,14 @@ def show_report(root: str | Path | None = None) -> None:
 def draw_rccs(entry: AblationResults, title_prefix: str | None = None, columns: int = 2) -> Figure:
     """Risk-coverage curves of every level, averaged over runs, one panel per environment.
 
+    The panels share one legend, below them (every panel has the same levels), and the figure is
+    as wide as the book's page, legend included.
+
     Args:
         entry: the results (their run values are read from ``entry.directory``).
-        title_prefix: panel titles are ``"<prefix>: <environment>"`` (default: ``entry.name``).
-        columns: panels per row at most (the figure is as wide as the book's page).
+        title_prefix: panel titles are ``"<prefix>: <environment>"`` (default: ``entry.name``),
+            with the number of runs per level on a second line.
+        columns: panels per row at most.
 
     Returns:
         The matplotlib Figure.
@@ -269,13 +273,21 @@ def draw_rccs(entry: AblationResults, title_prefix: str | None = None, columns: 
     envs = list(dict.fromkeys(ex.aggregate(entry.results, entry.ablation)["environment"]))
     cols = max(1, min(columns, len(envs)))
     rows = max(1, -(-len(envs) // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=figure_size(cols, rows, panel_aspect=0.74), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=figure_size(cols, rows, panel_aspect=0.74), squeeze=False, layout="constrained"
+    )
     for ax, env in zip(axes.flat, envs, strict=False):
         curves = ex.level_risk_coverage(entry.directory, entry.ablation, env, results=entry.results)
-        plot_level_risk_coverage(curves, ax=ax, title=f"{prefix}: {env}", titles=titles)
+        runs = sorted({int(curve["n_runs"]) for curve in curves.values()})
+        count = "" if not runs else f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+        title = f"{prefix}: {env}" + (f"\n{count} runs per level" if count else "")
+        plot_level_risk_coverage(curves, ax=ax, title=title, titles=titles, legend=False)
     for ax in list(axes.flat)[len(envs) :]:
         ax.set_visible(False)
-    fig.tight_layout()
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    # The run counts are in the panel titles: the shared legend names the levels only.
+    labels = [label.rsplit(" (n=", 1)[0] for label in labels]
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, max(1, len(labels))))
     return fig
 
 
