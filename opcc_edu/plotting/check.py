@@ -17,9 +17,8 @@ What counts, in display coordinates after ``fig.canvas.draw()``:
 * **text over text** -- two of the figure's titles, axis labels, super-titles and legends
   overlap;
 * **too many panels** -- more than :data:`MAX_PANELS` Axes with axes drawn (colour bars aside);
-* **wider than the page** -- what is drawn (a legend beside the Axes, a long title) reaches
-  beyond :data:`~opcc_edu.plotting.style.PAGE_WIDTH`, so the image saved around it (the book's
-  ``bbox_inches="tight"``) is wider than the page and the browser shrinks it, text included.
+* **wider than the page** -- what is drawn reaches beyond :data:`~.style.PAGE_WIDTH`: the image
+  saved around it (``bbox_inches="tight"``) is wider than the page, so shrunk, text included.
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .style import PAGE_WIDTH
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -197,8 +198,6 @@ def figure_problems(fig: Figure) -> list[str]:
                 )
                 title = ax.get_title() or ax.get_ylabel()
                 problems.append(f"the legend covers {what} of panel {i} ({title[:30]!r})")
-    from .style import PAGE_WIDTH
-
     drawn = fig.get_tightbbox(fig.canvas.get_renderer()).width  # inches
     if drawn > PAGE_WIDTH + 0.01:
         problems.append(f"drawn {drawn:.2f} in wide, beyond the page's {PAGE_WIDTH:g} in")
@@ -314,14 +313,10 @@ def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> 
     """``ax.legend(*args, **kwargs)`` at the first place where it covers no data, else outside
     (a ``loc`` or ``bbox_to_anchor`` given is ignored: the place is chosen here).
 
-    Tries each corner and side of the Axes in turn (drawing the figure each time and applying
-    :func:`figure_problems`' test of legend over data), keeping the first clear one: a fixed
-    place, which artists drawn later do not move as ``"best"`` would. When every place
-    inside covers data, the legend goes beside the Axes (``outside="right"``) or below it
-    (``outside="below"``), and the figure gets constrained layout if it has no layout, so that
-    room is reserved for it. Call it once the Axes' limits and the figure's layout are final
-    (after ``tight_layout``, ``set_ylim``, ``label_outer``): they move the data under it.
-    Returns the Legend.
+    Tries each corner and side of the Axes in turn with :func:`figure_problems`' test of legend
+    over data, keeping the first clear one (a fixed place, unlike ``"best"``); else beside the
+    Axes (``outside="right"``) or below it (``"below"``), with constrained layout to make room.
+    Call it last, once limits and layout are final (no ``tight_layout`` after it). Returns the Legend.
     """
     fig = ax.figure
     kwargs.pop("loc", None)

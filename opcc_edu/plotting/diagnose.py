@@ -65,8 +65,7 @@ def plot_value_error(decomposition: Any, fig: Figure | None = None) -> Figure:
     left.set_xlabel("horizon h")
     left.set_ylabel("mean |value error|")
     left.set_title(f"{decomposition.env_name}:\nvalue error by source")
-    if fig.get_layout_engine() is None:  # room for the legend below both panels
-        fig.set_layout_engine("constrained")
+    fig.set_layout_engine(fig.get_layout_engine() or "constrained")  # room for the legend below
     fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncols=2)
     steps = sorted(decomposition.open_loop)
     right.plot(steps, [decomposition.open_loop[s] for s in steps], marker="o", color="C3")

@@ -92,8 +92,7 @@ def plot_level_risk_coverage(
         ax: matplotlib Axes to draw on; a new figure when ``None``.
         title: Axes title.
         titles: display names of the levels (default: the level labels).
-        legend: place a legend on the Axes (``False`` when the figure gets one legend for all
-            its panels, as :func:`opcc_edu.lab.findings.draw_rccs` does).
+        legend: place a legend on the Axes (``False``: the figure has one for all its panels).
 
     Returns:
         The Axes.
@@ -106,12 +105,8 @@ def plot_level_risk_coverage(
         if np.all(np.isfinite(curve["ci"])):
             low, high = curve["risk"] - curve["ci"], curve["risk"] + curve["ci"]
             ax.fill_between(curve["coverage"], low, high, color=line.get_color(), alpha=0.2)
-    ax.set_xlim(0.0, 1.0)
+    ax.set(xlim=(0.0, 1.0), xlabel=_COVERAGE_LABEL, ylabel=_RISK_LABEL, title=title or "")
     ax.set_ylim(bottom=0.0)
-    ax.set_xlabel(_COVERAGE_LABEL)
-    ax.set_ylabel(_RISK_LABEL)
-    if title:
-        ax.set_title(title)
     if legend:
         place_legend(ax)
     return ax

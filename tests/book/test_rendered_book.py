@@ -217,6 +217,43 @@ def test_figures_fit_the_page_so_their_text_keeps_its_size(entry):
     )
 
 
+def _verdicts(soup) -> dict[str, str]:
+    """The verdict paragraphs of a page (:func:`opcc_edu.lab.findings.show_verdict`), by finding."""
+    return {p["data-finding"]: " ".join(p.get_text().split()) for p in soup.select("p.opcc-verdict")}
+
+
+#: The findings whose lesson must state its verdict (the paper states no finding on the others).
+JUDGED_FINDINGS = (
+    "dataset-type",
+    "horizon",
+    "confidence",
+    "ensemble-count",
+    "prior-scale",
+    "stochastic",
+    "model-type",
+    "normalization",
+    "clipping",
+    "termination",
+)
+
+
+@pytest.mark.skipif("book/what_we_learned" not in PAGES, reason="What we learned was not built")
+def test_every_lesson_states_its_verdict_as_what_we_learned_does():
+    from opcc_edu.lab.findings import FINDINGS, chapter_name
+
+    summary = _verdicts(_soup(PAGES["book/what_we_learned"]))
+    assert set(summary) == {f.ablation for f in FINDINGS}, sorted(summary)
+    differ = []
+    for finding in JUDGED_FINDINGS:
+        lesson = PAGES.get(f"book/{chapter_name(finding)}")
+        if lesson is None:
+            continue
+        stated = _verdicts(_soup(lesson))
+        if stated.get(finding) != summary[finding]:
+            differ.append((finding, stated.get(finding), summary[finding]))
+    assert not differ, f"a lesson's verdict is not What we learned's: {differ}"
+
+
 @needs_book
 @pytest.mark.parametrize("entry", sorted(PAGES), ids=lambda e: Path(e).name)
 def test_every_widget_has_a_static_image_nearby(entry):

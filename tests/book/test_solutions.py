@@ -83,8 +83,8 @@ ANSWER_PENDING = frozenset(
    
     ex-offline-data-2 ex-offline-data-3
     ex-answering-1 ex-answering-2 ex-answering-3 ex-answering-pcqs-1 ex-answering-pcqs-2
-    ex-answering-pcqs-3 ex-ablations-overview-1 ex-ablations-overview-2
-    ex-ablations-overview-3 ex-ablation-dataset-type-1 ex-ablation-horizon-1
+    ex-answering-pcqs-3
+    ex-ablation-dataset-type-1 ex-ablation-horizon-1
     ex-ablation-confidence-1 ex-ablation-prior-scale-1 ex-ablation-stochastic-1
     ex-ablation-model-type-2 ex-ablation-mixture-1 ex-beyond-1 ex-beyond-2
     ex-what-aurcc-rewards-1 ex-what-aurcc-rewards-2 ex-what-aurcc-rewards-3

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -30,7 +31,7 @@ def test_verdict_is_its_lines_with_outcomes_a_majority_and_a_summary():
     assert verdict.counts() == {"reproduced": 1, "reversed": 2, "inconclusive": 0}
     assert verdict.overall == "reversed" and verdict.summary() == "reversed (2 of 3; 1 reproduced)"
     split = Verdict([], {"hopper": "reversed", "walker2d": "reproduced"})
-    assert split.overall == "inconclusive" and split.summary() == "inconclusive (0 of 2; 1 reproduced, 1 reversed)"
+    assert split.overall == "inconclusive" and split.summary() == "inconclusive (no majority: 1 reproduced, 1 reversed)"
     assert Verdict([], {"all environments": "reproduced"}).summary() == "reproduced"
     assert Verdict(["x"]).overall is None and Verdict(["x"]).summary() == "not judged"
     both = Verdict(["a"], {"hopper": "reversed"}) + Verdict(["b"], {"walker2d": "reproduced"})
@@ -54,13 +55,18 @@ def test_verdict_is_its_lines_with_outcomes_a_majority_and_a_summary():
         (0.002, False, "same", 0.006, "reproduced"),  # [-0.004, 0.008] inside +-0.01
         (0.002, False, "same", 0.009, "inconclusive"),  # [-0.007, 0.011] crosses 0.01
         (0.002, False, "same", float("nan"), "inconclusive"),  # no interval: no absence shown
-        (-0.1, True, "same", 0.05, "reversed"),  # a separated difference stays reversed
+        (-0.1, True, "same", 0.05, "reversed"),  # [-0.15, -0.05]: wholly beyond the margin
+        (-0.008, True, "same", 0.005, "inconclusive"),  # separated, but [-0.013, -0.003] crosses it
+        (0.02, True, "same", 0.015, "inconclusive"),  # [0.005, 0.035]: may be negligible
+        (0.02, True, "same", 0.005, "reversed"),  # [0.015, 0.025]: more than the margin, shown
         (0.004, True, "same", 0.001, "reproduced"),  # separated, but too small to matter
         (0.1, True, "not lower", 0.05, "reproduced"),  # worse is not a gain: the finding of no gain holds
         (-0.1, True, "not lower", 0.05, "reversed"),
+        (-0.012, True, "not lower", 0.004, "inconclusive"),  # a gain, not shown beyond the margin
         (-0.1, False, "not lower", 0.2, "inconclusive"),  # a gain of up to 0.3 not excluded
         (-0.002, False, "not lower", 0.005, "reproduced"),  # a gain above 0.01 excluded
         (0.1, True, "not higher", 0.05, "reversed"),
+        (0.1, True, "not higher", float("nan"), "inconclusive"),  # no interval: nothing shown
         (0.002, False, "not higher", 0.005, "reproduced"),
     ],
 )
@@ -401,31 +407,39 @@ def test_a_glance_cell_on_one_environment_shows_the_note(tmp_path):
     assert cell == "inconclusive [1 environment only (maze2d-umaze)]"
 
 
-def test_what_we_learned_states_the_verdicts_and_margins_the_package_computes():
-    """book/what_we_learned.md types the verdicts of the tiny profile's paper-query results and the
-    margins' agreement with the paper's tables; both must be what the package computes now."""
-    from pathlib import Path
+def test_what_we_learned_states_the_rule_margins_and_verdicts_through_the_package():
+    """book/what_we_learned.ipynb types no verdict and no margin count: it prints them with
+    :func:`findings.margin_statement` and :func:`findings.show_all_verdicts` (the rendered book's
+    test compares its verdicts with each lesson's)."""
+    import nbformat
 
-    page = Path(__file__).resolve().parents[2] / "book" / "what_we_learned.md"
-    if not page.exists():
-        pytest.skip("no book/what_we_learned.md")
-    text = " ".join(page.read_text().split())
-    frame = findings.findings_at_a_glance()
-    column = "tiny (paper queries)"
-    for _, row in frame.iterrows():
-        cell = row[column].split(" [")[0]
-        if cell in ("–", "not judged"):
-            continue
-        assert f"({{doc}}`{row['chapter_name']}`)" in text, row["ablation"]
-        sentence = text.split(f"({{doc}}`{row['chapter_name']}`)")[1].split("- **")[0]
-        assert f"our verdict: {cell}" in sentence, (row["ablation"], cell)
-    agreement = findings.glance.paper_margin_agreement().set_index("metric").to_dict("index")
-    aurcc, rpp, cr_k = (agreement[m] for m in ("aurcc", "rpp", "cr_k"))
-    assert f"{aurcc['inside']} of the {aurcc['not_significant']} AURCC differences" in text
-    assert f"{aurcc['outside']} of the {aurcc['significant']} they report as significant" in text
-    assert f"inside: {rpp['inside']} of the paper's {rpp['not_significant']}" in text
-    assert f"outside: {rpp['outside']} of its {rpp['significant']}" in text
-    assert f"inside: {cr_k['inside']} of {cr_k['not_significant']}" in text
-    assert cr_k["outside"] == cr_k["significant"] and f"all {cr_k['significant']}" in text
+    page = Path(__file__).resolve().parents[2] / "book" / "what_we_learned.ipynb"
+    code = "\n".join(c.source for c in nbformat.read(page, as_version=4).cells if c.cell_type == "code")
+    assert "findings.margin_statement()" in code and "findings.show_all_verdicts()" in code
+    text = findings.margin_statement()
+    for _, row in findings.glance.paper_margin_agreement().iterrows():
+        if row["metric"] in ("aurcc", "rpp", "cr_k", "loss"):
+            assert f"{row['inside']} of the {row['not_significant']} it reports as not significant" in text
+            assert f"{row['outside']} of the {row['significant']} it reports as significant" in text
     margins = findings.verdicts.EQUIVALENCE_MARGINS
     assert margins["aurcc"] == margins["loss"] == 0.01 and margins["rpp"] == 0.005 and margins["cr_k"] == 0.05
+
+
+def test_each_lesson_verdict_is_the_glance_verdict_of_its_named_run_set():
+    frame = findings.findings_at_a_glance().set_index("ablation")
+    for ablation in findings.LESSON_RUN_SETS:
+        entry = findings.lesson_results(ablation)
+        column = findings.results_label(entry.directory)
+        verdict = findings.lesson_verdict(ablation)
+        statement = findings.verdict_statement(ablation)
+        assert f"`{findings.LESSON_RUN_SETS[ablation]}` runs" in statement
+        if verdict is None:
+            assert frame.loc[ablation, column] == "not judged" and "no verdict" in statement
+            continue
+        assert frame.attrs["verdicts"][(ablation, column)].outcomes == verdict.outcomes, ablation
+        assert frame.loc[ablation, column].startswith(verdict.summary()), ablation
+        assert f"**Our verdict: {verdict.summary()}**" in statement
+        for env, outcome in verdict.outcomes.items():
+            assert env in statement.split(f"{outcome}: ")[1].split(";")[0], (ablation, env)
+    with pytest.raises(ValueError, match="unknown ablation 'no-such-ablation'; valid choices: dataset-type"):
+        findings.lesson_results("no-such-ablation")

@@ -36,7 +36,17 @@ from .glance import (
     paper_margin_agreement,
     results_label,
 )
+from .lessons import (
+    LESSON_RUN_SETS,
+    lesson_results,
+    lesson_verdict,
+    margin_statement,
+    show_all_verdicts,
+    show_verdict,
+    verdict_statement,
+)
 from .live import live_directory, live_run_problems, remove_stale_live_directories, run_live
+from .power import paired_power, power_summary
 from .results import (
     AblationResults,
     comparison_explorer,
@@ -78,6 +88,15 @@ from .verdicts import (
 
 __all__ = [
     "AblationResults",
+    "LESSON_RUN_SETS",
+    "lesson_results",
+    "lesson_verdict",
+    "margin_statement",
+    "paired_power",
+    "power_summary",
+    "show_all_verdicts",
+    "show_verdict",
+    "verdict_statement",
     "paper_margin_agreement",
     "equivalence_margin",
     "difference_half_width",

@@ -98,7 +98,9 @@ def paper_table(ablation: str | ex.Ablation) -> pd.DataFrame | None:
     return wide[list(METRICS)]
 
 
-def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) -> dict[str, AblationResults]:
+def load_committed(
+    ablation: str | ex.Ablation, root: str | Path | None = None, only: str | None = None
+) -> dict[str, AblationResults]:
     """Every committed profile that holds ``ablation``, largest first.
 
     Args:
@@ -114,7 +116,7 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         a root other than the repository's ``results/ablations`` the name starts with the root's
         folder (``"ablations-classroom/paper/classroom"``), so that two roots' grids of one
         profile keep apart. Cells on another recipe than ``paper`` are marked not comparable
-        with the paper's.
+        with the paper's. With ``only`` (one such name), that set alone (the others not read).
     """
     ablation = ex.get_ablation(ablation)
     if isinstance(root, str) and root.startswith("ablations-") and "/" not in root:
@@ -127,6 +129,8 @@ def load_committed(ablation: str | ex.Ablation, root: str | Path | None = None) 
         prefix = f"{Path(root).resolve().name}/"
     committed = {}
     for directory in ex.committed_profiles(root, ablation=ablation):
+        if only is not None and only != f"{prefix}{ex.results_recipe(directory)}/{directory.name}":
+            continue
         results = ex.load_results(directory)
         table = ex.aggregate(results, ablation)
         recipe = ex.results_recipe(directory)

@@ -7,8 +7,8 @@ environment, one of :data:`VERDICTS`:
 * ``"reproduced"`` -- our intervals show what the paper found: a difference in the paper's
   direction with disjoint 95% intervals, or, for a finding of no difference, a difference whose
   95% interval lies inside the metric's equivalence margin (:data:`EQUIVALENCE_MARGINS`);
-* ``"reversed"`` -- our intervals contradict it: a separated difference the other way, or a
-  separated difference (outside the margin) where the paper found none;
+* ``"reversed"`` -- our intervals contradict it: a separated difference the other way, or,
+  where the paper found none, a difference whose interval lies wholly beyond the margin;
 * ``"inconclusive"`` -- neither: the intervals overlap where the paper found a difference, a
   difference of unknown size where the paper found none (overlapping intervals wider than the
   margin), a finding with several parts comes out mixed, or the table lacks what it needs.
@@ -28,10 +28,8 @@ AURCC and loss ``0.01`` (both are fractions of answered queries that are wrong, 
 over coverage: one point; inside it 41 of the paper's 46 non-significant AURCC differences and
 41 of 50 loss ones, outside 29 of 46 significant AURCC and 36 of 42 loss ones: its many runs
 make some sub-point differences significant); RPP ``0.005`` (half a percent of the pairs;
-inside 47 of 55, outside 35 of 37); CR_K ``0.05`` (five points of coverage; inside 41 of 44,
-outside all 48). Tie-fair metrics, without a paper table: tie-fair AURCC and selective gain
-``0.01`` (AURCC's units), tie-fair RPP ``0.005``, AUGRC ``0.005`` (risk times coverage, about
-half AURCC's scale), AUROC ``0.02``.
+inside 47 of 55, outside 35 of 37); CR_K ``0.05`` (inside 41 of 44, outside all 48). Tie-fair
+metrics: tie-fair AURCC and selective gain ``0.01``, tie-fair RPP and AUGRC ``0.005``, AUROC ``0.02``.
 
 :meth:`Verdict.overall` is the outcome of a majority of the judged environments
 (``"inconclusive"`` without one); :meth:`Verdict.summary` says it in a few words.
@@ -119,15 +117,14 @@ class Verdict(list):
         return "inconclusive"
 
     def summary(self) -> str:
-        """The overall outcome and the count behind it, e.g. ``"reversed (3 of 4: 1 reproduced)"``;
-        ``"not judged"`` when no environment was."""
-        overall = self.overall
-        if overall is None:
-            return "not judged"
-        counts = self.counts()
-        if len(self.outcomes) == 1:
-            return overall
+        """The overall outcome and the count behind it, e.g. ``"reversed (3 of 4; 1 reproduced)"``,
+        ``"inconclusive (no majority: 1 reproduced, 1 reversed)"``; ``"not judged"`` without any."""
+        overall, counts = self.overall, self.counts()
+        if overall is None or len(self.outcomes) == 1:
+            return overall or "not judged"
         rest = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n and kind != overall)
+        if 2 * counts[overall] <= len(self.outcomes):  # inconclusive for want of a majority
+            return f"inconclusive (no majority: {', '.join(f'{n} {k}' for k, n in counts.items() if n)})"
         return f"{overall} ({counts[overall]} of {len(self.outcomes)}" + (f"; {rest})" if rest else ")")
 
     def __add__(self, other: object) -> Verdict:  # type: ignore[override]
@@ -171,8 +168,9 @@ def judge_difference(
 
     A claim of a difference is reproduced by a separated difference that way, reversed by one the
     other way, else inconclusive. A claim of absence is reproduced when the difference's interval
-    lies inside the margin (``"not lower"``: above ``-margin``; ``"not higher"``: below it), else
-    reversed by a separated difference against it, else inconclusive.
+    lies inside the margin (``"not lower"``: above ``-margin``; ``"not higher"``: below it),
+    reversed when it is separated and lies wholly beyond the margin against the claim, else
+    inconclusive (the equivalence test and its dual: an interval across the margin decides nothing).
     """
     check_choice(claim, PAPER_CLAIMS, "claim")
     way = "lower" if difference < 0 else "higher"
@@ -181,15 +179,17 @@ def judge_difference(
             return "inconclusive"
         return "reproduced" if way == claim else "reversed"
     low, high = difference - half_width, difference + half_width
+    # against it: separated, and the whole interval beyond the margin (nan compares False)
+    above, below = bool(low > margin + 1e-12), bool(high < -margin - 1e-12)
     if claim == "same":
         inside = bool(np.isfinite(margin) and -margin - 1e-12 <= low and high <= margin + 1e-12)
-        against = separated
+        against = separated and (above or below)
     elif claim == "not lower":
         inside = bool(np.isfinite(margin) and low >= -margin - 1e-12)
-        against = separated and way == "lower"
+        against = separated and below
     else:  # "not higher"
         inside = bool(np.isfinite(margin) and high <= margin + 1e-12)
-        against = separated and way == "higher"
+        against = separated and above
     if inside:
         return "reproduced"
     return "reversed" if against else "inconclusive"

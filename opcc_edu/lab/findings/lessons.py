@@ -1,0 +1,157 @@
+"""Each finding told once: the set of committed runs its lesson judges it on, and the one sentence
+that states the verdict, wherever the book states it.
+
+A lesson names the runs its first table reads (:data:`LESSON_RUN_SETS`); :func:`show_verdict`
+states the verdict of that run set on the lesson's page, and *What we learned* states it through
+the same function from the same run set, so the two pages cannot disagree (a test of the rendered
+book compares them). The verdict is :func:`~opcc_edu.lab.findings.judge_finding` -- the rule of
+:mod:`opcc_edu.lab.findings.verdicts` -- on the run set's aggregate, every environment whose cells
+rest on two runs or more.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+
+from .. import experiments as ex
+from .glance import (
+    FINDINGS,
+    _with_intervals,
+    chapter_name,
+    comparability_notes,
+    judge_finding,
+    paper_margin_agreement,
+    results_label,
+)
+from .results import AblationResults, load_committed
+from .verdicts import Verdict
+
+__all__ = [
+    "LESSON_RUN_SETS",
+    "lesson_results",
+    "lesson_verdict",
+    "margin_statement",
+    "show_all_verdicts",
+    "show_verdict",
+    "verdict_statement",
+]
+
+#: The run set of each finding's lesson, as :func:`~opcc_edu.lab.findings.load_committed` names
+#: it: ``"<recipe>/<profile>"`` under ``results/ablations`` (the small runs), or
+#: ``"ablations-classroom/<recipe>/<profile>"`` (the larger runs, ensembles of 20 on classroom data).
+LESSON_RUN_SETS: dict[str, str] = {
+    "dataset-type": "ablations-classroom/paper/classroom",
+    "horizon": "ablations-classroom/paper/classroom",
+    "confidence": "ablations-classroom/paper/classroom",
+    "ensemble-count": "ablations-classroom/paper/classroom",
+    "prior-scale": "paper/tiny",
+    "stochastic": "paper/tiny",
+    "model-type": "paper/tiny",
+    "normalization": "paper/tiny",
+    "clipping": "paper/tiny",
+    "termination": "paper/tiny",
+    "reward": "paper/tiny",
+    "mixture": "paper/tiny",
+}
+
+
+def lesson_results(ablation: str | ex.Ablation) -> AblationResults:
+    """The committed results a finding's lesson reads (:data:`LESSON_RUN_SETS`; read once per
+    process: committed results do not change while a book is built).
+
+    Raises:
+        LookupError: when that run set is not committed (e.g. a checkout without ``results/``).
+    """
+    return _lesson(ex.get_ablation(ablation).name)[0]
+
+
+def lesson_verdict(ablation: str | ex.Ablation) -> Verdict | None:
+    """The verdict of a finding on its lesson's run set (``None``: the paper states no finding)."""
+    return _lesson(ex.get_ablation(ablation).name)[1]
+
+
+@functools.cache
+def _lesson(name: str) -> tuple[AblationResults, Verdict | None]:
+    run_set = LESSON_RUN_SETS[name]
+    root = run_set.split("/", 1)[0] if run_set.startswith("ablations-") else None
+    found = load_committed(name, root=root, only=run_set)
+    if run_set not in found:
+        raise LookupError(f"run set {run_set!r} of {name!r} is not committed; committed: {sorted(found)}")
+    entry = found[run_set]
+    return entry, judge_finding(name, _with_intervals(entry.table))
+
+
+def _describe(entry: AblationResults) -> str:
+    table = entry.table
+    seeds = sorted({int(n) for n in table["n_samples"]}) if "n_samples" in table else []
+    runs = "" if not seeds else f", {seeds[0]}" + (f"–{seeds[-1]}" if len(seeds) > 1 else "") + " runs per cell"
+    return f"`{entry.name}` runs: {results_label(entry.directory)}{runs}"
+
+
+def verdict_statement(ablation: str | ex.Ablation) -> str:
+    """One Markdown sentence: the paper's finding, our verdict on the lesson's run set, the run set,
+    and the environments by outcome; e.g. ``"... our verdict: inconclusive (4 of 7; 3
+    reproduced) -- reproduced on hopper, ...; on the `paper/tiny` runs: tiny (paper queries), 3
+    runs per cell."``"""
+    name = ex.get_ablation(ablation).name
+    finding = next(f for f in FINDINGS if f.ablation == name)
+    entry = lesson_results(name)
+    verdict = lesson_verdict(name)
+    if verdict is None:
+        return f"{finding.words}: no verdict (the paper states no finding); {_describe(entry)}."
+    by_outcome = {}
+    for env, outcome in verdict.outcomes.items():
+        by_outcome.setdefault(outcome, []).append(env)
+    where = "; ".join(f"{outcome}: {', '.join(envs)}" for outcome, envs in sorted(by_outcome.items()))
+    notes = comparability_notes(_with_intervals(entry.table), verdict, name) if verdict.outcomes else []
+    caveat = f" [{'; '.join(notes)}]" if notes else ""
+    return f"{finding.words}. **Our verdict: {verdict.summary()}**{caveat} ({where}); {_describe(entry)}."
+
+
+def _verdict_html(name: str) -> str:
+    body = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(verdict_statement(name), quote=False))
+    body = re.sub(r"`(.+?)`", r"<code>\1</code>", body)
+    return f'<p class="opcc-verdict" data-finding="{html.escape(name)}">{body}</p>'
+
+
+def show_verdict(ablation: str | ex.Ablation) -> Verdict | None:
+    """Display :func:`verdict_statement` (a paragraph marked ``opcc-verdict``, so that a test of
+    the rendered book can find it on every page) and return the verdict."""
+    from IPython.display import HTML, display
+
+    name = ex.get_ablation(ablation).name
+    display(HTML(_verdict_html(name)))
+    return lesson_verdict(name)
+
+
+def show_all_verdicts() -> dict[str, Verdict | None]:
+    """Display every finding's verdict as its lesson states it: per finding, a link to the lesson
+    and :func:`show_verdict`'s paragraph. Returns the verdicts by ablation."""
+    from IPython.display import HTML, display
+
+    items, verdicts = [], {}
+    for finding in FINDINGS:
+        ablation = ex.get_ablation(finding.ablation)
+        verdicts[ablation.name] = lesson_verdict(ablation.name)
+        link = f'<a href="{chapter_name(ablation)}.html">{html.escape(ablation.title)}</a>'
+        items.append(f"<li><em>{link}</em>{_verdict_html(ablation.name)}</li>")
+    display(HTML('<ul class="opcc-verdicts">' + "".join(items) + "</ul>"))
+    return verdicts
+
+
+def margin_statement() -> str:
+    """The equivalence margins and how they sort the paper's own level differences, as Markdown
+    bullets (:func:`~opcc_edu.lab.findings.glance.paper_margin_agreement`)."""
+    names = {"aurcc": "AURCC", "loss": "loss", "rpp": "RPP", "cr_k": "CR_K"}
+    lines = []
+    for _, row in paper_margin_agreement().iterrows():
+        if row["metric"] not in names:
+            continue
+        lines.append(
+            f"- **{names[row['metric']]}: ±{row['margin']:g}.** Of the paper's own differences between levels, "
+            f"{row['inside']} of the {row['not_significant']} it reports as not significant lie inside, "
+            f"{row['outside']} of the {row['significant']} it reports as significant outside."
+        )
+    return "\n".join(lines)
