@@ -30,6 +30,7 @@ from .verdicts import Verdict
 
 __all__ = [
     "LESSON_RUN_SETS",
+    "RUN_SET_NAMES",
     "lesson_results",
     "lesson_verdict",
     "margin_statement",
@@ -83,31 +84,43 @@ def _lesson(name: str) -> tuple[AblationResults, Verdict | None]:
     return entry, judge_finding(name, _with_intervals(entry.table))
 
 
+#: How a page names each run set (a lesson speaks of runs, not of folders).
+RUN_SET_NAMES: dict[str, str] = {
+    "paper/tiny": "small runs",
+    "ablations-classroom/paper/classroom": "larger runs",
+}
+
+
 def _describe(entry: AblationResults) -> str:
-    table = entry.table
-    seeds = sorted({int(n) for n in table["n_samples"]}) if "n_samples" in table else []
-    runs = "" if not seeds else f", {seeds[0]}" + (f"–{seeds[-1]}" if len(seeds) > 1 else "") + " runs per cell"
-    return f"`{entry.name}` runs: {results_label(entry.directory)}{runs}"
+    sizes = ex.results_sizes(entry.directory) or {}
+    members = sorted({int(m) for m in entry.results.get("ensemble_size", [])})
+    parts = [f"{'–'.join(map(str, members))} members"] if members else []
+    if sizes:
+        parts.append(f"{sizes['dataset_size']:,} transitions per dataset, {sizes['queries_per_env']:,} queries")
+    parts.append(f"{entry.results['seed'].nunique()} seeds")
+    name = RUN_SET_NAMES.get(LESSON_RUN_SETS.get(entry.ablation.name, ""), results_label(entry.directory))
+    return f"the {name} ({', '.join(parts)})"
 
 
 def verdict_statement(ablation: str | ex.Ablation) -> str:
-    """One Markdown sentence: the paper's finding, our verdict on the lesson's run set, the run set,
-    and the environments by outcome; e.g. ``"... our verdict: inconclusive (4 of 7; 3
-    reproduced) -- reproduced on hopper, ...; on the `paper/tiny` runs: tiny (paper queries), 3
-    runs per cell."``"""
+    """One Markdown sentence: the paper's finding, our verdict on the lesson's run set, the
+    environments by outcome and the run set in words (:data:`RUN_SET_NAMES`, with its sizes);
+    e.g. ``"... **Our verdict: inconclusive (4 of 7; 3 reproduced)** (inconclusive: ...;
+    reproduced: ...); judged on the small runs (10 members, 20,000 transitions per dataset, 300
+    queries, 3 seeds)."``"""
     name = ex.get_ablation(ablation).name
     finding = next(f for f in FINDINGS if f.ablation == name)
     entry = lesson_results(name)
     verdict = lesson_verdict(name)
     if verdict is None:
-        return f"{finding.words}: no verdict (the paper states no finding); {_describe(entry)}."
+        return f"{finding.words}: no verdict (the paper states no finding); the lesson reads {_describe(entry)}."
     by_outcome = {}
     for env, outcome in verdict.outcomes.items():
         by_outcome.setdefault(outcome, []).append(env)
     where = "; ".join(f"{outcome}: {', '.join(envs)}" for outcome, envs in sorted(by_outcome.items()))
     notes = comparability_notes(_with_intervals(entry.table), verdict, name) if verdict.outcomes else []
     caveat = f" [{'; '.join(notes)}]" if notes else ""
-    return f"{finding.words}. **Our verdict: {verdict.summary()}**{caveat} ({where}); {_describe(entry)}."
+    return f"{finding.words}. **Our verdict: {verdict.summary()}**{caveat} ({where}); judged on {_describe(entry)}."
 
 
 def _verdict_html(name: str) -> str:
