@@ -433,7 +433,7 @@ def test_each_lesson_verdict_is_the_glance_verdict_of_its_named_run_set():
         verdict = findings.lesson_verdict(ablation)
         statement = findings.verdict_statement(ablation)
         name = findings.lessons.RUN_SET_NAMES[findings.LESSON_RUN_SETS[ablation]]
-        assert f"judged on the {name} (" in statement and "`" not in statement
+        assert f"the {name} (" in statement and "`" not in statement
         if verdict is None:
             assert frame.loc[ablation, column] == "not judged" and "no verdict" in statement
             continue
