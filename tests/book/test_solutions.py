@@ -81,15 +81,9 @@ ANSWERING_CHAPTERS = frozenset(
 ANSWER_PENDING = frozenset(
     """
    
-    ex-offline-data-2 ex-offline-data-3
-    ex-answering-1 ex-answering-2 ex-answering-3 ex-answering-pcqs-1 ex-answering-pcqs-2
-    ex-answering-pcqs-3
     ex-ablation-dataset-type-1 ex-ablation-horizon-1
     ex-ablation-confidence-1 ex-ablation-prior-scale-1 ex-ablation-stochastic-1
-    ex-ablation-model-type-2 ex-ablation-mixture-1 ex-beyond-1 ex-beyond-2
-    ex-what-aurcc-rewards-1 ex-what-aurcc-rewards-2 ex-what-aurcc-rewards-3
-    ex-predictor-calibration-1 ex-predictor-calibration-2 ex-calibrated-confidence-1
-    ex-calibrated-confidence-2 ex-calibrated-confidence-3 ex-model-free-1
+    ex-ablation-model-type-2 ex-ablation-mixture-1
     """.split()
 )
 ANSWER = re.compile(r"^Answer: .+$", re.M)
