@@ -82,8 +82,7 @@ ANSWER_PENDING = frozenset(
     """
    
     ex-ablation-dataset-type-1 ex-ablation-horizon-1
-    ex-ablation-confidence-1
-    ex-ablation-model-type-2 ex-ablation-mixture-1
+    ex-ablation-mixture-1
     """.split()
 )
 ANSWER = re.compile(r"^Answer: .+$", re.M)
