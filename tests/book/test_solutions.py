@@ -78,13 +78,7 @@ ANSWERING_CHAPTERS = frozenset(
     """.split()
 )
 #: Solutions of those chapters (by label) that do not print their answer yet.
-ANSWER_PENDING = frozenset(
-    """
-   
-    ex-ablation-dataset-type-1 ex-ablation-horizon-1
-    ex-ablation-mixture-1
-    """.split()
-)
+ANSWER_PENDING: frozenset[str] = frozenset()
 ANSWER = re.compile(r"^Answer: .+$", re.M)
 NUMBER = r"[-+−]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 #: "[low, high] is (not) inside ±margin"
