@@ -26,6 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ...metrics import mean_confidence_interval
 from ...names import TABLE_METRICS
 from ...utils import check_choice
 from .. import experiments as ex
@@ -97,9 +98,9 @@ def paired_power(entry: ex.AblationResults | object, metric: str = "aurcc") -> p
         for level in order[1:]:
             d = (runs[level] - runs[reference]).dropna().to_numpy(dtype=float)
             n = len(d)
+            mean, half = mean_confidence_interval(d) if n else (float("nan"), float("nan"))
             sd = float(np.std(d, ddof=1)) if n >= 2 else float("nan")
-            half = _t(0.975, n - 1) * sd / math.sqrt(n) if n >= 2 else float("nan")
-            detectable = (_t(0.975, n - 1) + _t(0.8, n - 1)) * sd / math.sqrt(n) if n >= 2 else float("nan")
+            detectable = half * (1 + _t(0.8, n - 1) / _t(0.975, n - 1)) if n >= 2 else float("nan")
             seeds = seeds_for_half_width(sd, margin) if n >= 2 else None
             records.append(
                 {
@@ -107,7 +108,7 @@ def paired_power(entry: ex.AblationResults | object, metric: str = "aurcc") -> p
                     "reference": reference,
                     "level": level,
                     "n": n,
-                    "difference": float(d.mean()) if n else float("nan"),
+                    "difference": mean,
                     "paired_half_width": half,
                     "combined_half_width": difference_half_width(
                         combined.get((env, reference), np.nan), combined.get((env, level), np.nan)
