@@ -41,42 +41,19 @@ from .utils import check_choice
 if TYPE_CHECKING:
     import mujoco
 
+
 # D4RL's maze layouts as gymnasium-robotics maps (1 = wall, 0 = free), rows top to bottom.
-OPEN_MAP = [
-    [1, 1, 1, 1, 1, 1, 1],
-    [1, 0, 0, 0, 0, 0, 1],
-    [1, 0, 0, 0, 0, 0, 1],
-    [1, 0, 0, 0, 0, 0, 1],
-    [1, 1, 1, 1, 1, 1, 1],
-]
-UMAZE_MAP = [
-    [1, 1, 1, 1, 1],
-    [1, 0, 0, 0, 1],
-    [1, 1, 1, 0, 1],
-    [1, 0, 0, 0, 1],
-    [1, 1, 1, 1, 1],
-]
-MEDIUM_MAP = [
-    [1, 1, 1, 1, 1, 1, 1, 1],
-    [1, 0, 0, 1, 1, 0, 0, 1],
-    [1, 0, 0, 1, 0, 0, 0, 1],
-    [1, 1, 0, 0, 0, 1, 1, 1],
-    [1, 0, 0, 1, 0, 0, 0, 1],
-    [1, 0, 1, 0, 0, 1, 0, 1],
-    [1, 0, 0, 0, 1, 0, 0, 1],
-    [1, 1, 1, 1, 1, 1, 1, 1],
-]
-LARGE_MAP = [
-    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
-    [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1],
-    [1, 0, 1, 1, 0, 1, 0, 1, 0, 1, 0, 1],
-    [1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1],
-    [1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1],
-    [1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1],
-    [1, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1],
-    [1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1],
-    [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
-]
+def _layout(rows: str) -> list[list[int]]:
+    return [[int(cell) for cell in row] for row in rows.split()]
+
+
+OPEN_MAP = _layout("1111111 1000001 1000001 1000001 1111111")
+UMAZE_MAP = _layout("11111 10001 11101 10001 11111")
+MEDIUM_MAP = _layout("11111111 10011001 10010001 11000111 10010001 10100101 10001001 11111111")
+LARGE_MAP = _layout(
+    "111111111111 100001000001 101101010101 100000010001 101111011101 "
+    "100101000001 110101010111 100100010001 111111111111"
+)
 
 GOAL_RADIUS = 0.5
 """A maze step is rewarded when the ball ends it within this distance of the goal (D4RL)."""
@@ -160,14 +137,28 @@ LOCOMOTION_NAMES: tuple[str, ...] = tuple(n for n, s in ENV_SPECS.items() if not
 DEFAULT_ENV = "maze2d-umaze"
 
 
-def get_spec(name: str) -> EnvSpec:
-    """The :class:`EnvSpec` of an environment or a maze's ``-d4rl-goal`` variant; ValueError lists valid names."""
+def get_spec(name: str | EnvSpec) -> EnvSpec:
+    """The :class:`EnvSpec` of an environment or a maze's ``-d4rl-goal`` variant; ValueError lists valid names.
+
+    The one lookup of a name. A spec is returned as it is: a caller that resolved the
+    environment once (:func:`opcc_edu.task.resolve_task`) hands the spec down, and nothing below
+    looks the name up again.
+    """
+    if isinstance(name, EnvSpec):
+        return name
     base = name.removesuffix(D4RL_GOAL_SUFFIX) if isinstance(name, str) else name
     if base != name and base in MAZE_NAMES:
-        return dataclasses.replace(ENV_SPECS[base], name=name, goal_shift=(D4RL_FRAME_SHIFT, -D4RL_FRAME_SHIFT))
+        return d4rl_goal_spec(ENV_SPECS[base])
     if name not in ENV_NAMES:
         raise ValueError(f"unknown environment {name!r}; valid choices: {', '.join(ENV_NAMES)}, <maze>-d4rl-goal")
     return ENV_SPECS[name]
+
+
+def d4rl_goal_spec(spec: EnvSpec) -> EnvSpec:
+    """The spec of a maze's variant rewarded around D4RL's goal point (``<maze>-d4rl-goal``)."""
+    check_choice(spec.name, MAZE_NAMES, "name (a maze)")
+    shift = (D4RL_FRAME_SHIFT, -D4RL_FRAME_SHIFT)
+    return dataclasses.replace(spec, name=spec.name + D4RL_GOAL_SUFFIX, goal_shift=shift)
 
 
 def d4rl_goal_env(name: str) -> str:
@@ -175,9 +166,15 @@ def d4rl_goal_env(name: str) -> str:
     return check_choice(name, MAZE_NAMES, "name (a maze)") + D4RL_GOAL_SUFFIX
 
 
-def base_env_name(name: str) -> str:
+def base_env_name(name: str | EnvSpec) -> str:
     """The maze a ``-d4rl-goal`` variant is built on; any other valid name unchanged."""
     return get_spec(name).name.removesuffix(D4RL_GOAL_SUFFIX)
+
+
+def base_spec(env: str | EnvSpec) -> EnvSpec:
+    """The spec of :func:`base_env_name`: a variant's maze, any other environment itself."""
+    spec = get_spec(env)
+    return ENV_SPECS[base_env_name(spec)] if spec.name.endswith(D4RL_GOAL_SUFFIX) else spec
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,7 +424,7 @@ check, ``|obs[1:]| < 100`` (a diverged state), is not listed: it is not a body's
 limits, so that every fall the rule defines can happen in a clipped rollout."""
 
 
-def health_limits(env_name: str) -> tuple[tuple[int, float | None, float | None], ...]:
+def health_limits(env_name: str | EnvSpec) -> tuple[tuple[int, float | None, float | None], ...]:
     """The :data:`HEALTH_LIMITS` of an environment's termination rule (empty: it never ends)."""
     return HEALTH_LIMITS[get_spec(env_name).termination]
 
@@ -486,7 +483,7 @@ TERMINATION_FNS: dict[str, Callable] = {
 }
 
 
-def termination_fn(env_name: str) -> Callable:
+def termination_fn(env_name: str | EnvSpec) -> Callable:
     """The predefined termination function of an environment: ``next_obs (..., D) -> done (...)``."""
     return TERMINATION_FNS[get_spec(env_name).termination]
 

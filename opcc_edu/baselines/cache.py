@@ -28,7 +28,9 @@ from .training import check_training_memory, train_ensemble
 if TYPE_CHECKING:
     import torch
 
+    from ..datasets import DatasetRecipe
     from ..dynamics import DynamicsEnsemble
+    from ..envs import EnvSpec
 
 CACHE_FORMAT = 2
 """Bumped when a change makes cached ensembles stale (2: the key names the dataset's identity)."""
@@ -41,8 +43,8 @@ positions give the reward feature); the content hash covers them for such config
 
 
 def dataset_identity(
-    env_name: str,
-    dataset_name: str,
+    env_name: str | EnvSpec,
+    dataset_name: str | DatasetRecipe,
     dataset_size: int | None = None,
     dataset_seed: int = 0,
     dataset: Mapping[str, np.ndarray] | None = None,
@@ -58,8 +60,8 @@ def dataset_identity(
     ``arrays`` (dtype, shape and bytes).
 
     Args:
-        env_name: environment.
-        dataset_name: dataset name (for given arrays, only a label).
+        env_name: environment (a name or its spec).
+        dataset_name: dataset name or recipe (for given arrays, only a label).
         dataset_size: transitions (None: the active profile's, capped by the recipe); ignored
             for given arrays.
         dataset_seed: seed of the dataset.
@@ -75,7 +77,8 @@ def dataset_identity(
                 array = np.ascontiguousarray(dataset[key])
                 digest.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
                 digest.update(array.tobytes())
-        return {"name": dataset_name, "size": int(len(dataset["observations"])), "sha256": digest.hexdigest()}
+        label = getattr(dataset_name, "name", dataset_name)
+        return {"name": label, "size": int(len(dataset["observations"])), "sha256": digest.hexdigest()}
     recipe = recipes.get_recipe(env_name, dataset_name)
     size = recipes.resolve_size(recipe, dataset_size)
     seed = check_positive_int(dataset_seed, "dataset_seed", minimum=0)
@@ -100,8 +103,8 @@ def dataset_identity(
 
 
 def ensemble_cache_key(
-    env_name: str,
-    dataset_name: str,
+    env_name: str | EnvSpec,
+    dataset_name: str | DatasetRecipe,
     config: EnsembleConfig,
     dataset_size: int | None = None,
     dataset_seed: int = 0,
@@ -112,10 +115,12 @@ def ensemble_cache_key(
     Args as :func:`dataset_identity`, plus ``config`` (only its training fields count: a
     rollout-only field such as ``mixture`` reuses the trained ensemble).
     """
+    from ..envs import get_spec
+
     arrays = TRAINING_ARRAYS + (PREDEFINED_REWARD_ARRAYS if config.reward == "predefined" else ())
     return {
         "format": CACHE_FORMAT,
-        "env": env_name,
+        "env": get_spec(env_name).name,
         "dataset": dataset_identity(env_name, dataset_name, dataset_size, dataset_seed, dataset, arrays),
         "config": config.training_fields(),
     }
@@ -143,8 +148,8 @@ def _key_path(env_name: str, dataset_name: str, key: Mapping[str, Any]) -> Path:
 
 
 def get_or_train_ensemble(
-    env_name: str,
-    dataset_name: str | None = None,
+    env_name: str | EnvSpec,
+    dataset_name: str | DatasetRecipe | None = None,
     config: EnsembleConfig | None = None,
     dataset_size: int | None = None,
     dataset_seed: int = 0,
@@ -156,9 +161,9 @@ def get_or_train_ensemble(
     """Load the ensemble of ``config`` from the cache, or train and cache it.
 
     Args:
-        env_name: environment.
-        dataset_name: dataset of :func:`opcc_edu.datasets.load_dataset` (None: the
-            environment's default).
+        env_name: environment, or its spec (:class:`opcc_edu.baselines.Task` hands the spec down).
+        dataset_name: dataset of :func:`opcc_edu.datasets.load_dataset`, or its recipe (None:
+            the environment's default).
         config: the baseline (None: :meth:`EnsembleConfig.from_profile`).
         dataset_size: transitions (None: the active profile's, capped by the recipe).
         dataset_seed: seed of the dataset.
@@ -180,38 +185,42 @@ def get_or_train_ensemble(
             simulator states (``infos/qpos``); every named dataset records them.
     """
     from ..datasets import get_recipe, resolve_dataset, resolve_size
+    from ..envs import get_spec
 
     config = EnsembleConfig.from_profile() if config is None else config
-    dataset_name = resolve_dataset(env_name, dataset_name)
+    env = get_spec(env_name)
+    env_name, recipe = env.name, resolve_dataset(env, dataset_name)
     if dataset is None:
-        dataset_size = resolve_size(get_recipe(env_name, dataset_name), dataset_size)
+        recipe = get_recipe(env, recipe)
+        dataset_size = resolve_size(recipe, dataset_size)
         no_states = False  # every named dataset records simulator states
     else:
         dataset_size = len(dataset["observations"])
         no_states = "infos/qpos" not in dataset
+    dataset_name = getattr(recipe, "name", recipe)
     if config.reward == "predefined" and no_states:
         from ..rewards import REWARD_FEATURES, missing_states_error
 
         if REWARD_FEATURES[env_name] is not None:
             raise missing_states_error(env_name, dataset_name)
-    key = ensemble_cache_key(env_name, dataset_name, config, dataset_size, dataset_seed, dataset)
+    key = ensemble_cache_key(env, recipe, config, dataset_size, dataset_seed, dataset)
     path = _key_path(env_name, dataset_name, key)
     device = get_device(device)
     if cache and path.exists():
         try:
-            model, meta = load_ensemble(path, device=device)
+            model, meta = load_ensemble(path, device=device, env=env)
         except (CorruptFileError, ValueError, RuntimeError) as exc:
             warnings.warn(f"cached ensemble {path} is unusable ({exc}); training it again", stacklevel=2)
         else:
             model.info = {"cache_hit": True, "path": str(path), "train_seconds": 0.0, "trained": meta}
             return model
-    check_training_memory(config, env_name, dataset_size, device)
+    check_training_memory(config, env, dataset_size, device)
     if dataset is None:
         from ..datasets import load_dataset
 
-        dataset = load_dataset(env_name, dataset_name, size=dataset_size, seed=dataset_seed, progress=progress)
+        dataset = load_dataset(env, recipe, size=dataset_size, seed=dataset_seed, progress=progress)
     start = time.perf_counter()
-    model, history = train_ensemble(dataset, config, env_name, device=device, progress=progress)
+    model, history = train_ensemble(dataset, config, env, device=device, progress=progress)
     seconds = time.perf_counter() - start
     meta = {
         "env_name": env_name,

@@ -1,9 +1,10 @@
 """One baseline as data: :class:`EnsembleConfig` and the paper's defaults.
 
-The field defaults of :class:`EnsembleConfig` are the paper's default model (Section 7) and
-the only place it is declared: :data:`BASELINE_DEFAULTS` is read from them, and the
-architecture of an ensemble (:class:`opcc_edu.dynamics.ModelSpec`) is built from a config by
-:meth:`EnsembleConfig.model_spec`. This module imports neither torch nor the simulator.
+The field defaults of :class:`EnsembleConfig` (those of its architecture, declared once in
+:class:`opcc_edu.dynamics.spec.Architecture`) are the paper's default model (Section 7):
+:data:`BASELINE_DEFAULTS` is read from them, and the architecture of an ensemble
+(:class:`opcc_edu.dynamics.ModelSpec`) is built from a config by :meth:`EnsembleConfig.model_spec`.
+This module imports neither torch nor the simulator.
 """
 
 from __future__ import annotations
@@ -15,51 +16,19 @@ from typing import Any
 import numpy as np
 
 from ..config import Profile, get_profile
-from ..dynamics.spec import (
-    DEFAULT_AR_TARGETS,
-    DEFAULT_CLIP,
-    MODEL_TYPES,
-    REWARD_MODES,
-    TERMINATION_MODES,
-    ModelSpec,
-    check_ar_targets,
-    check_clip,
-    fields_dict,
-    legacy_fields,
-)
-from ..utils import check_choice, check_positive_int, dataclass_from_dict
+from ..dynamics.spec import Architecture, ModelSpec, architecture_of, fields_dict, legacy_fields
+from ..utils import check_positive_int, dataclass_from_dict
 
 
-@dataclasses.dataclass(frozen=True)
-class EnsembleConfig:
-    """One baseline: how the ensemble is built, trained and rolled out.
-
-    The defaults are the paper's default model (Section 7: 100 deterministic feed-forward
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnsembleConfig(Architecture):
+    """One baseline: how the ensemble is built (:class:`~opcc_edu.dynamics.spec.Architecture`,
+    whose defaults are the paper's default model, Section 7: 100 deterministic feed-forward
     members, MBPO architecture, no prior, normalised inputs, clipping and the predefined
-    termination function); :meth:`from_profile` takes the sizes from a profile instead.
+    termination function), trained and rolled out; :meth:`from_profile` takes the sizes from a
+    profile instead.
     """
 
-    ensemble_size: int = 100
-    """Members M."""
-    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
-    """Hidden widths of each member (MBPO: four layers of 200, SiLU)."""
-    model_type: str = "ff"
-    """``"ff"`` feed-forward Gaussian or ``"ar"`` autoregressive (Tables 7, 13)."""
-    stochastic: bool = False
-    """Sample from each member's Gaussian instead of using its mean (Tables 11, 12)."""
-    prior_scale: float = 0.0
-    """Randomized constant prior scale; 0 = no prior (Tables 6, 10)."""
-    normalize: bool = True
-    """Standardise model inputs with dataset statistics (Tables 14, 15)."""
-    clip: str = DEFAULT_CLIP
-    """Where rollouts clip predicted observations and rewards (:data:`opcc_edu.dynamics.spec.CLIP_BOXES`):
-    ``"health"`` (default), ``"transitions"``, ``"observations"`` or ``"none"``; True and False,
-    the older on/off values, mean ``"transitions"`` and ``"none"``."""
-    termination: str = "predefined"
-    """``"predefined"`` (the environment's function), ``"learned"`` or ``"none"``."""
-    reward: str = "learned"
-    """``"learned"`` (the paper: members predict the reward) or ``"predefined"`` (PETS: the
-    environment's reward function of the predicted transition, :mod:`opcc_edu.rewards`)."""
     mixture: bool = False
     """Rollouts draw a random member per step (rollout-only: shares the trained model)."""
     train_steps: int = 50_000
@@ -70,32 +39,14 @@ class EnsembleConfig:
     """Adam learning rate."""
     seed: int = 0
     """Seeds initialisation, bootstrap, minibatches and rollout noise."""
-    ar_targets: str = DEFAULT_AR_TARGETS
-    """Training objective of the autoregressive model (``model_type="ar"``): ``"all"`` teaches
-    every target dimension of every row (teacher forcing, the full autoregressive likelihood),
-    ``"one"`` one random dimension per row (the objective of ensembles trained before the
-    field existed); see :data:`opcc_edu.dynamics.spec.AR_TARGETS`. The feed-forward model
-    takes the default only, and its dicts, cache keys and labels never show the field."""
 
     # Fields that only change how a trained ensemble is used, not the ensemble itself.
     _ROLLOUT_ONLY = ("mixture",)
 
     def __post_init__(self) -> None:
-        check_positive_int(self.ensemble_size, "ensemble_size")
-        if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
-            raise ValueError(f"hidden_sizes must be a non-empty sequence of widths, got {self.hidden_sizes!r}")
-        widths = tuple(check_positive_int(h, "hidden_sizes entry") for h in self.hidden_sizes)
-        object.__setattr__(self, "hidden_sizes", widths)
-        check_choice(self.model_type, MODEL_TYPES, "model_type")
-        check_choice(self.termination, TERMINATION_MODES, "termination")
-        check_choice(self.reward, REWARD_MODES, "reward")
-        check_ar_targets(self.ar_targets, self.model_type)
-        object.__setattr__(self, "clip", check_clip(self.clip))
-        for name in ("stochastic", "normalize", "mixture"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if not np.isfinite(self.prior_scale) or self.prior_scale < 0:
-            raise ValueError(f"prior_scale must be a finite number >= 0, got {self.prior_scale!r}")
+        super().__post_init__()
+        if not isinstance(self.mixture, (bool, np.bool_)):
+            raise ValueError(f"mixture must be True or False, got {self.mixture!r}")
         check_positive_int(self.train_steps, "train_steps")
         check_positive_int(self.batch_size, "batch_size")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
@@ -139,26 +90,12 @@ class EnsembleConfig:
         trained with (:func:`opcc_edu.dynamics.spec.legacy_fields`)."""
         return dataclass_from_dict(cls, legacy_fields(data))
 
-    def model_spec(self, env_name: str) -> ModelSpec:
-        """The architecture of this config's ensemble for an environment."""
+    def model_spec(self, env_name: Any) -> ModelSpec:
+        """The architecture of this config's ensemble for an environment (a name or its spec)."""
         from ..envs import get_spec
 
         spec = get_spec(env_name)
-        return ModelSpec(
-            env_name=spec.name,
-            obs_dim=spec.obs_dim,
-            act_dim=spec.act_dim,
-            ensemble_size=self.ensemble_size,
-            hidden_sizes=self.hidden_sizes,
-            model_type=self.model_type,
-            stochastic=self.stochastic,
-            prior_scale=float(self.prior_scale),
-            normalize=self.normalize,
-            clip=self.clip,
-            termination=self.termination,
-            reward=self.reward,
-            ar_targets=self.ar_targets,
-        )
+        return ModelSpec(env_name=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim, **architecture_of(self))
 
     def training_fields(self) -> dict[str, Any]:
         """The fields that determine the trained weights (everything but rollout options)."""

@@ -9,12 +9,13 @@ import numpy as np
 
 from ..config import get_profile
 from ..dynamics import rollout_values
-from ..envs import base_env_name
+from ..envs import base_env_name, get_spec
 
 if TYPE_CHECKING:
     import torch
 
     from ..dynamics import DynamicsEnsemble
+    from ..envs import EnvSpec
     from ..queries import QuerySet
 
 
@@ -87,16 +88,16 @@ def estimate_values(
     return values[:n], values[n:]
 
 
-def answering_env(env_name: str, queries: QuerySet) -> str:
-    """The environment a baseline trains and answers in for ``queries``: theirs, which for the
-    original benchmark's maze sets is the ``-d4rl-goal`` variant of ``env_name``.
+def answering_env(env_name: str | EnvSpec, queries: QuerySet) -> EnvSpec:
+    """The environment a baseline trains and answers in for ``queries`` (its spec): theirs, which
+    for the original benchmark's maze sets is the ``-d4rl-goal`` variant of ``env_name``.
 
     Raises:
         ValueError: the queries belong to another environment.
     """
-    if base_env_name(queries.env_name) != base_env_name(env_name):
-        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {env_name!r}")
-    return queries.env_name
+    if base_env_name(queries.spec) != base_env_name(env_name):
+        raise ValueError(f"queries are for {queries.env_name!r} but env_name is {get_spec(env_name).name!r}")
+    return queries.spec
 
 
 def select_profile_queries(queries: QuerySet, n: int | None = None, seed: int = 0) -> QuerySet:

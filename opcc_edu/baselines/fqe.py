@@ -389,13 +389,13 @@ def answer_queries_fqe(
         from ..queries import load_queries
 
         queries = select_profile_queries(load_queries(env_name, recipe or DEFAULT_QUERY_RECIPE))
-    env_name = answering_env(env_name, queries)
+    env = answering_env(env_name, queries)
     if policies is None:
         from ..queries import query_policies
 
         policies = query_policies(queries)
     if dataset is None:
-        dataset = load_dataset(env_name, dataset_name, size=dataset_size, seed=dataset_seed, progress=progress)
+        dataset = load_dataset(env, dataset_name, size=dataset_size, seed=dataset_seed, progress=progress)
     gammas = np.unique(queries.gamma)
     if gammas.size != 1:
         raise ValueError(f"FQE fits one discount; the queries have several: {gammas}")
@@ -405,8 +405,8 @@ def answer_queries_fqe(
     start = time.perf_counter()
     values_a, values_b = fqe_values(model, queries)
     return Answers.from_values(
-        env_name,
-        dataset_name,
+        env.name,
+        getattr(dataset_name, "name", dataset_name),
         config,
         queries,
         values_a,

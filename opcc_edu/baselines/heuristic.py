@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..envs import MAZE_NAMES, MazeGeometry, d4rl_goal_env, get_spec, grid_distances
+from ..envs import MAZE_NAMES, EnvSpec, MazeGeometry, d4rl_goal_env, get_spec, grid_distances
 from ..names import ALL_HORIZONS
 from ..scoring import score_answers
 from ..utils import check_choice
@@ -83,20 +83,21 @@ class HeuristicAnswers:
     """The rule in one sentence."""
 
 
-def _check_maze(env_name: str) -> str:
-    return check_choice(get_spec(env_name).name, [*MAZE_NAMES, *map(d4rl_goal_env, MAZE_NAMES)], "env_name (a maze)")
+def _check_maze(env_name: str | EnvSpec) -> EnvSpec:
+    spec = get_spec(env_name)
+    check_choice(spec.name, [*MAZE_NAMES, *map(d4rl_goal_env, MAZE_NAMES)], "env_name (a maze)")
+    return spec
 
 
 @functools.cache  # lru_cache(maxsize=None): one grid per maze per process
-def _goal_distances(env_name: str) -> np.ndarray:
-    spec = get_spec(env_name)
+def _goal_distances(spec: EnvSpec) -> np.ndarray:
     distance = grid_distances(spec.maze_map, spec.goal_cell).astype(np.float64)
     distance[distance < 0] = np.inf
     distance.flags.writeable = False  # shared by every caller through the cache
     return distance
 
 
-def maze_goal_distances(env_name: str) -> np.ndarray:
+def maze_goal_distances(env_name: str | EnvSpec) -> np.ndarray:
     """Shortest-path length in cells from every cell of a maze to its goal cell.
 
     Breadth-first search over free cells with 4-connected moves; computed once per maze.
@@ -114,7 +115,7 @@ def maze_goal_distances(env_name: str) -> np.ndarray:
     return _goal_distances(_check_maze(env_name))
 
 
-def maze_start_scores(env_name: str, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def maze_start_scores(env_name: str | EnvSpec, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cell distance, straight-line distance and score of maze start observations.
 
     Args:
@@ -130,14 +131,14 @@ def maze_start_scores(env_name: str, obs: np.ndarray) -> tuple[np.ndarray, np.nd
     Raises:
         ValueError: ``env_name`` is not a maze, or ``obs`` has the wrong shape.
     """
-    spec = get_spec(_check_maze(env_name))
+    spec = _check_maze(env_name)
     obs = np.asarray(obs, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[1] != spec.obs_dim:
         raise ValueError(f"obs must have shape (N, {spec.obs_dim}) for {spec.name}, got {obs.shape}")
     geometry = MazeGeometry(spec.maze_map)
     xy = obs[:, :2]
     cells = geometry.cell_of(xy)
-    distances = maze_goal_distances(spec.name)
+    distances = maze_goal_distances(spec)
     d = distances[cells[:, 0], cells[:, 1]]
     walled = ~np.isfinite(d)
     if walled.any():  # a ball pressed against a wall can round into it: use the nearest free cell
@@ -148,7 +149,7 @@ def maze_start_scores(env_name: str, obs: np.ndarray) -> tuple[np.ndarray, np.nd
     return d, e, -(d + e / (2.0 * (1.0 + e)))
 
 
-def level_mean_returns(env_name: str) -> dict[int, float]:
+def level_mean_returns(env_name: str | EnvSpec) -> dict[int, float]:
     """Mean return of each query-policy level (the Table 9 analogue, ``policy_table.json``).
 
     Args:
@@ -169,7 +170,7 @@ def level_mean_returns(env_name: str) -> dict[int, float]:
 
 
 def locomotion_scores(
-    env_name: str, obs: np.ndarray, policy: np.ndarray, mean_returns: dict[int, float] | None = None
+    env_name: str | EnvSpec, obs: np.ndarray, policy: np.ndarray, mean_returns: dict[int, float] | None = None
 ) -> np.ndarray:
     """Scores of locomotion query sides: scaled mean return of the level plus a velocity tie-break.
 
@@ -185,11 +186,12 @@ def locomotion_scores(
     Raises:
         ValueError: not a locomotion task, a wrong shape, or a level missing from ``mean_returns``.
     """
-    name = check_choice(get_spec(env_name).name, FORWARD_VELOCITY_INDEX, "env_name (a locomotion task)")
+    spec = get_spec(env_name)
+    name = check_choice(spec.name, FORWARD_VELOCITY_INDEX, "env_name (a locomotion task)")
     obs = np.asarray(obs, dtype=np.float64)
     policy = np.asarray(policy)
-    if obs.ndim != 2 or obs.shape[1] != get_spec(name).obs_dim or policy.shape != obs.shape[:1]:
-        raise ValueError(f"obs must be (N, {get_spec(name).obs_dim}) and policy (N,), got {obs.shape}, {policy.shape}")
+    if obs.ndim != 2 or obs.shape[1] != spec.obs_dim or policy.shape != obs.shape[:1]:
+        raise ValueError(f"obs must be (N, {spec.obs_dim}) and policy (N,), got {obs.shape}, {policy.shape}")
     returns = level_mean_returns(name) if mean_returns is None else dict(mean_returns)
     missing = sorted(set(np.unique(policy).tolist()) - set(returns))
     if missing:
@@ -216,16 +218,16 @@ def heuristic_answers(queries: QuerySet) -> HeuristicAnswers:
         ValueError: unknown environment (lists the valid names), or a locomotion set whose
             policy levels are missing from the policy table.
     """
-    spec = get_spec(queries.env_name)
+    spec = queries.spec
     if spec.is_maze:
-        score_a = maze_start_scores(spec.name, queries.obs_a)[2]
-        score_b = maze_start_scores(spec.name, queries.obs_b)[2]
+        score_a = maze_start_scores(spec, queries.obs_a)[2]
+        score_b = maze_start_scores(spec, queries.obs_b)[2]
         rule = MAZE_RULE
     else:
         recorded = queries.metadata.get("policy_returns")  # the original benchmark's sets carry their own
-        returns = {int(k): float(v) for k, v in recorded.items()} if recorded else level_mean_returns(spec.name)
-        score_a = locomotion_scores(spec.name, queries.obs_a, queries.policy_a, returns)
-        score_b = locomotion_scores(spec.name, queries.obs_b, queries.policy_b, returns)
+        returns = {int(k): float(v) for k, v in recorded.items()} if recorded else level_mean_returns(spec)
+        score_a = locomotion_scores(spec, queries.obs_a, queries.policy_a, returns)
+        score_b = locomotion_scores(spec, queries.obs_b, queries.policy_b, returns)
         rule = LOCOMOTION_RULE
     return HeuristicAnswers(
         prediction=(score_a < score_b).astype(np.int8),

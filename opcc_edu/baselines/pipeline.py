@@ -22,13 +22,15 @@ from .estimate import answering_env, estimate_values, select_profile_queries
 if TYPE_CHECKING:
     import torch
 
+    from ..datasets import DatasetRecipe
     from ..dynamics import DynamicsEnsemble
+    from ..envs import EnvSpec
     from ..queries import QuerySet
 
 
 def answer_queries(
-    env_name: str,
-    dataset_name: str | None = None,
+    env_name: str | EnvSpec,
+    dataset_name: str | DatasetRecipe | None = None,
     config: EnsembleConfig | None = None,
     queries: QuerySet | None = None,
     policies: Sequence[Any] | None = None,
@@ -46,8 +48,8 @@ def answer_queries(
     """Train (or load) an ensemble, estimate every query's values, predict and score.
 
     Args:
-        env_name: environment.
-        dataset_name: dataset (None: the environment's default).
+        env_name: environment, or its spec (:class:`~opcc_edu.baselines.task.Task` hands it down).
+        dataset_name: dataset or its recipe (None: the environment's default).
         config: the baseline (None: :meth:`EnsembleConfig.from_profile`).
         queries: a :class:`~opcc_edu.queries.QuerySet` (None: the shipped set of ``recipe``,
             reduced to the profile's ``queries_per_env`` by :func:`select_profile_queries`).
@@ -69,19 +71,21 @@ def answer_queries(
         :class:`Answers`.
     """
     from ..datasets import resolve_dataset
+    from ..envs import get_spec
 
     config = EnsembleConfig.from_profile() if config is None else config
-    dataset_name = resolve_dataset(env_name, dataset_name)
+    env = get_spec(env_name)
+    dataset_name = resolve_dataset(env, dataset_name)
     confidences = resolve_confidences(confidences)
     if queries is None:
         from ..queries import load_queries
 
-        queries = select_profile_queries(load_queries(env_name, recipe))
-    env_name = answering_env(env_name, queries)
+        queries = select_profile_queries(load_queries(env, recipe))
+    env = answering_env(env, queries)
     runs = get_profile().mc_runs if runs is None else runs
     if model is None:
         model = get_or_train_ensemble(
-            env_name,
+            env,
             dataset_name,
             config,
             dataset_size=dataset_size,
@@ -96,8 +100,8 @@ def answer_queries(
         model, queries, policies, runs=runs, mixture=config.mixture, seed=config.seed, progress=progress
     )
     return Answers.from_values(
-        env_name,
-        dataset_name,
+        env.name,
+        getattr(dataset_name, "name", dataset_name),
         config,
         queries,
         values_a,

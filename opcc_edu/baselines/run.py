@@ -7,13 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import get_profile
-from ..names import BASELINES, DEFAULT_QUERY_RECIPE, QUERY_RECIPES
+from ..names import BASELINES, DEFAULT_QUERY_RECIPE
 from ..utils import check_choice
 from .answers import Answers
 from .config import EnsembleConfig
 from .pipeline import answer_queries, heuristic_as_answers
 from .report import format_metrics, format_predictor_metrics
+from .task import resolve_task
 
 if TYPE_CHECKING:
     import torch
@@ -66,25 +66,16 @@ def run_end_to_end(
     """
     from matplotlib.figure import Figure  # no pyplot: works headless, leaves no open figure
 
-    from ..datasets import resolve_dataset
-    from ..envs import DEFAULT_ENV, get_spec
-    from ..queries import recipe_env
-
-    env_name = DEFAULT_ENV if env_name is None else env_name
-    env_name = get_spec(env_name).name  # resolved once here: unknown names fail, listing the valid ones
-    check_choice(queries, QUERY_RECIPES, "queries")
-    env_name = recipe_env(env_name, queries)  # a maze's original queries: its -d4rl-goal variant
     check_choice(baseline, BASELINES, "baseline")
-    dataset_name = resolve_dataset(env_name, dataset_name)
-    config = EnsembleConfig.from_profile() if config is None else config
-    profile = get_profile()
+    # Resolved once here (unknown names fail, listing the valid ones); the objects go down.
+    task = resolve_task(env_name, dataset_name, queries)
+    env_name, dataset_name, profile = task.spec.name, task.dataset.name, task.profile
+    config = EnsembleConfig.from_profile(profile) if config is None else config
     start = time.perf_counter()
     if baseline == "heuristic":
-        from ..queries import load_queries
-        from .estimate import select_profile_queries
         from .heuristic import heuristic_answers
 
-        query_set = select_profile_queries(load_queries(env_name, queries))
+        query_set = task.queries()
         echo(f"opcc-edu run: {env_name}, {queries} query set, no-model heuristic, profile {profile.name}")
         rule = heuristic_answers(query_set)
         echo(f"  rule: {rule.rule}")
@@ -94,7 +85,7 @@ def run_end_to_end(
     elif baseline == "fqe":
         from .fqe import FQEConfig, answer_queries_fqe
 
-        fqe_config = FQEConfig.from_profile(seed=config.seed) if fqe_config is None else fqe_config
+        fqe_config = FQEConfig.from_profile(profile, seed=config.seed) if fqe_config is None else fqe_config
         echo(
             f"opcc-edu run: {env_name} / {dataset_name}, {queries} query set, fitted Q evaluation, "
             f"profile {profile.name}"
@@ -104,7 +95,13 @@ def run_end_to_end(
             f"{fqe_config.train_steps} steps, seed {fqe_config.seed}"
         )
         answers = answer_queries_fqe(
-            env_name, dataset_name, fqe_config, device=device, progress=progress, recipe=queries
+            task.spec,
+            task.dataset,
+            fqe_config,
+            queries=task.queries(),
+            dataset_size=task.dataset_size,
+            device=device,
+            progress=progress,
         )
         echo(
             f"  trained in {answers.train_seconds:.1f} s; "
@@ -120,7 +117,15 @@ def run_end_to_end(
             + (f", {config.reward} rewards" if config.reward != "learned" else "")
         )
         answers = answer_queries(
-            env_name, dataset_name, config, device=device, cache=cache, progress=progress, recipe=queries
+            task.spec,
+            task.dataset,
+            config,
+            queries=task.queries(),
+            dataset_size=task.dataset_size,
+            runs=profile.mc_runs,
+            device=device,
+            cache=cache,
+            progress=progress,
         )
         where = "loaded from the cache" if answers.cache_hit else f"trained in {answers.train_seconds:.1f} s"
         echo(f"  ensemble {where}; {len(answers.target)} queries answered in {answers.answer_seconds:.1f} s")

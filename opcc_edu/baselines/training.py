@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     import torch
 
     from ..dynamics import DynamicsEnsemble, TrainHistory
+    from ..envs import EnvSpec
 
 
 def check_training_memory(
-    config: EnsembleConfig, env_name: str, transitions: int, device: torch.device | str | None = None
+    config: EnsembleConfig, env_name: str | EnvSpec, transitions: int, device: torch.device | str | None = None
 ) -> None:
     """Raise :class:`~opcc_edu.dynamics.memory.InsufficientMemoryError` (a MemoryError and a
     ValueError) when training ``config`` on ``transitions`` rows clearly cannot fit ``device``.
@@ -39,7 +40,7 @@ def check_training_memory(
 def train_ensemble(
     dataset: Mapping[str, np.ndarray],
     config: EnsembleConfig,
-    env_name: str,
+    env_name: str | EnvSpec,
     device: torch.device | str | None = None,
     progress: bool = True,
 ) -> tuple[DynamicsEnsemble, TrainHistory]:
@@ -49,7 +50,7 @@ def train_ensemble(
         dataset: ``observations`` (T, D), ``actions`` (T, A), ``rewards`` (T,),
             ``next_observations`` (T, D), ``terminals`` (T,).
         config: the baseline.
-        env_name: environment of the data (sizes, termination function).
+        env_name: environment of the data (sizes, termination function), or its spec.
         device: torch device (default: CUDA when available).
         progress: show a progress bar.
 
@@ -60,8 +61,11 @@ def train_ensemble(
         InsufficientMemoryError: the ensemble clearly cannot be trained in the free memory
             (checked before anything is allocated).
     """
-    check_training_memory(config, env_name, len(dataset["observations"]), device)
-    model = build_ensemble(config.model_spec(env_name), seed=config.seed)
+    from ..envs import get_spec
+
+    env = get_spec(env_name)
+    check_training_memory(config, env, len(dataset["observations"]), device)
+    model = build_ensemble(config.model_spec(env), seed=config.seed, env=env)
     history = train_dynamics(
         model,
         dataset,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..envs import base_env_name, get_spec
+from ..envs import EnvSpec, base_spec, get_spec
 from ..utils import check_positive_int
 from .cache import (
     CachedDataset,
@@ -66,8 +66,8 @@ from .recipes import (
 
 
 def load_dataset(
-    env_name: str,
-    name: str | None = None,
+    env_name: str | EnvSpec,
+    name: str | DatasetRecipe | None = None,
     size: int | None = None,
     seed: int = 0,
     progress: bool = True,
@@ -98,32 +98,33 @@ def load_dataset(
         ValueError: unknown environment or dataset name, or a size beyond the recipe's.
         FileNotFoundError: a locomotion behaviour policy has not been built.
     """
-    recipe = get_recipe(env_name, resolve_dataset(env_name, name))
+    spec = get_spec(env_name)
+    recipe = get_recipe(spec, resolve_dataset(spec, name))
     size = resolve_size(recipe, size)
     seed = check_positive_int(seed, "seed", minimum=0)
     if recipe.method == "replay":
         seed = 0
     if recipe.method == "mixture":
         parts = [
-            load_dataset(env_name, part, n, seed, progress, cache)
+            load_dataset(spec, part, n, seed, progress, cache)
             for part, n in zip(recipe.parts, mixture_sizes(size, len(recipe.parts)), strict=True)
         ]
         return concatenate_datasets(parts)
     if not cache:
-        return generate_dataset(env_name, recipe.name, size, seed, progress)
+        return generate_dataset(spec.name, recipe.name, size, seed, progress)
     stream = stream_id(recipe, seed)
     path = cache_path(recipe, seed, size, stream)
-    data = read_cached(path, env_name, size, stream)
+    data = read_cached(path, spec, size, stream)
     if data is not None:
         return data
     if recipe.method == "navigation":
         data = prefix_from_cache(recipe, seed, size, stream)
-    base, extra = base_env_name(env_name), {}
-    if base != env_name:  # a -d4rl-goal variant: its maze's data, rewards recomputed for its goal point
-        data = goal_rewards(load_dataset(base, recipe.name, size, seed, progress), env_name) if data is None else data
-        extra["rewards_recomputed"] = {"base_env": base, "goal_xy": get_spec(env_name).goal_xy.tolist()}
+    base, extra = base_spec(spec), {}
+    if base is not spec:  # a -d4rl-goal variant: its maze's data, rewards recomputed for its goal point
+        data = goal_rewards(load_dataset(base, recipe.name, size, seed, progress), spec) if data is None else data
+        extra["rewards_recomputed"] = {"base_env": base.name, "goal_xy": spec.goal_xy.tolist()}
     if data is None:
-        data = generate_dataset(env_name, recipe.name, size, seed, progress)
+        data = generate_dataset(spec.name, recipe.name, size, seed, progress)
     write_cached(path, data, recipe, seed, stream, **extra)
     return data
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..envs import EnvSpec
 from ..io import CorruptFileError, load_npz, remove_stale_temp_files, save_npz
 from ..utils import cache_dir
 from .format import INFO_KEYS, summarize_dataset, take_prefix, validate_dataset
@@ -50,7 +51,7 @@ def _remove(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def read_cached(path: Path, env_name: str, size: int, stream: str) -> dict[str, np.ndarray] | None:
+def read_cached(path: Path, env_name: str | EnvSpec, size: int, stream: str) -> dict[str, np.ndarray] | None:
     """Load a cached dataset, or ``None`` when it is absent or unusable (then it is deleted).
 
     A file is usable when its checksum matches, it parses, its metadata names the expected

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..envs import get_spec
+from ..envs import EnvSpec, get_spec
 
 REQUIRED_KEYS: tuple[str, ...] = (
     "observations",
@@ -86,7 +86,7 @@ def as_float32(data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def validate_dataset(
     data: Mapping[str, np.ndarray],
-    env_name: str | None = None,
+    env_name: str | EnvSpec | None = None,
     require_infos: bool = False,
 ) -> int:
     """Check keys, dtypes and shapes of a dataset; return its number of transitions T.
@@ -135,12 +135,12 @@ def validate_dataset(
         spec = get_spec(env_name)
         if obs.shape[1] != spec.obs_dim:
             raise ValueError(
-                f"observations have size D={obs.shape[1]} but environment {env_name!r} has "
+                f"observations have size D={obs.shape[1]} but environment {spec.name!r} has "
                 f"observation size {spec.obs_dim}"
             )
         if actions.shape[1] != spec.act_dim:
             raise ValueError(
-                f"actions have size A={actions.shape[1]} but environment {env_name!r} has action size {spec.act_dim}"
+                f"actions have size A={actions.shape[1]} but environment {spec.name!r} has action size {spec.act_dim}"
             )
     return int(n)
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Profile, get_profile
-from ..envs import ENV_NAMES, base_env_name, get_spec
+from ..envs import ENV_NAMES, EnvSpec, base_env_name, get_spec
 from ..utils import check_choice, check_positive_int
 from .format import concatenate_datasets
 from .maze import goal_rewards
@@ -57,12 +57,12 @@ close to the behaviour policies' evaluated returns: at 0.1 the hopper expert fel
 episodes and its data's mean return dropped to about the medium policy's."""
 
 
-def dataset_names(env_name: str) -> tuple[str, ...]:
+def dataset_names(env_name: str | EnvSpec) -> tuple[str, ...]:
     """The dataset names of an environment (mazes: sizes; locomotion: D4RL types)."""
     return DATASET_NAMES[get_spec(env_name).kind]
 
 
-def resolve_dataset(env_name: str, name: str | None = None) -> str:
+def resolve_dataset(env_name: str | EnvSpec, name: str | None = None) -> str:
     """The dataset ``name`` of ``env_name``, or the environment's default when None.
 
     The one place a default dataset is chosen (:data:`DEFAULT_DATASET`): the command line and
@@ -118,10 +118,16 @@ class DatasetRecipe:
         return fields
 
 
-def get_recipe(env_name: str, name: str) -> DatasetRecipe:
-    """The recipe of a named dataset; ValueError lists the valid names for the environment."""
+def get_recipe(env_name: str | EnvSpec, name: str | DatasetRecipe) -> DatasetRecipe:
+    """The recipe of a named dataset; ValueError lists the valid names for the environment.
+
+    A recipe is returned as it is (one resolved at the boundary, :class:`opcc_edu.task.Task`).
+    """
+    if isinstance(name, DatasetRecipe):
+        return name
     spec = get_spec(env_name)
-    check_choice(name, dataset_names(env_name), f"dataset name for {env_name}")
+    env_name = spec.name
+    check_choice(name, dataset_names(spec), f"dataset name for {env_name}")
     if spec.is_maze:
         return DatasetRecipe(
             env_name,

@@ -11,7 +11,7 @@ rollouts never loop over members in Python:
   :class:`AutoregressiveEnsemble`, :func:`build_ensemble`, :func:`save_ensemble`,
   :func:`load_ensemble`.
 * :mod:`~opcc_edu.dynamics.training` -- :func:`train_dynamics`, :func:`bootstrap_indices`.
-* :mod:`~opcc_edu.dynamics.rollout` -- :func:`rollout_values`.
+* :mod:`~opcc_edu.dynamics.rollout` -- :func:`return_curves` (the rollout) and :func:`rollout_values` (its scheduler).
 * :mod:`~opcc_edu.dynamics.memory` -- up-front memory estimates and checks (no torch).
 
 Only :mod:`~opcc_edu.dynamics.spec` is imported with the package; everything else (and
@@ -35,6 +35,7 @@ _LAZY: dict[str, str] = {
     "load_ensemble": "models",
     "save_ensemble": "models",
     "RolloutPlan": "rollout",
+    "return_curves": "rollout",
     "rollout_values": "rollout",
     "TrainHistory": "training",
     "bootstrap_indices": "training",

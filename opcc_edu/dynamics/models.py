@@ -27,7 +27,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,6 +39,9 @@ from ..utils import get_device
 from .layers import EnsembleMLP
 from .spec import ModelSpec
 
+if TYPE_CHECKING:
+    from ..envs import EnvSpec
+
 LOGVAR_MAX_INIT = 0.5
 LOGVAR_MIN_INIT = -10.0
 LOGVAR_BOUND_PENALTY = 0.01
@@ -46,7 +49,7 @@ LOGVAR_BOUND_PENALTY = 0.01
 
 
 def clip_box(
-    mode: str, env_name: str, observations: torch.Tensor, next_observations: torch.Tensor
+    mode: str, env_name: str | EnvSpec, observations: torch.Tensor, next_observations: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The box ``(low (D,), high (D,))`` a rollout clips predicted observations to.
 
@@ -95,9 +98,15 @@ class DynamicsEnsemble(nn.Module):
         out_features: int,
         generator: torch.Generator | None = None,
         init: bool = True,
+        env: EnvSpec | None = None,
     ):
         super().__init__()
         self.spec = spec
+        if env is not None and env.name != spec.env_name:
+            raise ValueError(f"env is {env.name!r} but the model imitates {spec.env_name!r}")
+        # The environment, whose termination rule, reward and health limits the model uses: the
+        # spec handed down by the caller, or (a model loaded from a file) its name, looked up here.
+        self._env = spec.env_name if env is None else env
         m, d, a, k = spec.ensemble_size, spec.obs_dim, spec.act_dim, spec.target_dim
         self.net = EnsembleMLP(m, in_features, spec.hidden_sizes, out_features, spec.activation, generator, init)
         if spec.prior_scale > 0:
@@ -122,7 +131,7 @@ class DynamicsEnsemble(nn.Module):
         if spec.termination == "predefined":
             from ..envs import termination_fn
 
-            self._termination_fn = termination_fn(spec.env_name)
+            self._termination_fn = termination_fn(self._env)
         self._reward_fn = None
         if spec.reward == "predefined":
             from ..rewards import reward_fn
@@ -174,7 +183,7 @@ class DynamicsEnsemble(nn.Module):
                 self.input_std.copy_(_safe_std(inputs))
             self.target_mean.copy_(targets.mean(0))
             self.target_std.copy_(_safe_std(targets))
-            low, high = clip_box(self.spec.clip, self.spec.env_name, obs, nxt)
+            low, high = clip_box(self.spec.clip, self._env, obs, nxt)
             self.obs_low.copy_(low)
             self.obs_high.copy_(high)
             self.reward_low.copy_(rew.min())
@@ -305,8 +314,8 @@ class FeedForwardEnsemble(DynamicsEnsemble):
     termination logit when termination is learned.
     """
 
-    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True):
-        super().__init__(spec, spec.in_features, spec.out_features, generator, init)
+    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True, env=None):
+        super().__init__(spec, spec.in_features, spec.out_features, generator, init, env)
 
     def forward(
         self, obs: torch.Tensor, act: torch.Tensor
@@ -388,8 +397,8 @@ class AutoregressiveEnsemble(DynamicsEnsemble):
     equal number of steps.
     """
 
-    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True):
-        super().__init__(spec, spec.in_features, spec.out_features, generator, init)
+    def __init__(self, spec: ModelSpec, generator: torch.Generator | None = None, init: bool = True, env=None):
+        super().__init__(spec, spec.in_features, spec.out_features, generator, init, env)
         self.register_buffer("_eye", torch.eye(spec.target_dim), persistent=False)
 
     def _conditioned(self, base: torch.Tensor, prev: torch.Tensor, dim: torch.Tensor) -> torch.Tensor:
@@ -487,13 +496,17 @@ class AutoregressiveEnsemble(DynamicsEnsemble):
         return out, logit
 
 
-def build_ensemble(spec: ModelSpec, seed: int | None = None, init: bool = True) -> DynamicsEnsemble:
+def build_ensemble(
+    spec: ModelSpec, seed: int | None = None, init: bool = True, env: EnvSpec | None = None
+) -> DynamicsEnsemble:
     """Create an untrained ensemble for ``spec`` (weights drawn from ``seed`` when given;
-    ``init=False`` skips drawing them, for a model whose weights are loaded next)."""
+    ``init=False`` skips drawing them, for a model whose weights are loaded next). ``env``: the
+    environment's spec, whose termination rule and health limits the model uses (None: looked up
+    by ``spec.env_name``)."""
     generator = None if seed is None else torch.Generator().manual_seed(int(seed))
     if spec.model_type == "ff":
-        return FeedForwardEnsemble(spec, generator, init)
-    return AutoregressiveEnsemble(spec, generator, init)
+        return FeedForwardEnsemble(spec, generator, init, env)
+    return AutoregressiveEnsemble(spec, generator, init, env)
 
 
 def save_ensemble(path: str | Path, model: DynamicsEnsemble, metadata: dict[str, Any] | None = None) -> Path:
@@ -503,11 +516,14 @@ def save_ensemble(path: str | Path, model: DynamicsEnsemble, metadata: dict[str,
     return save_tensors(path, model.state_dict(), meta)
 
 
-def load_ensemble(path: str | Path, device: Any = None) -> tuple[DynamicsEnsemble, dict[str, Any]]:
-    """Load an ensemble written by :func:`save_ensemble`: ``(model in eval mode, metadata)``."""
+def load_ensemble(
+    path: str | Path, device: Any = None, env: EnvSpec | None = None
+) -> tuple[DynamicsEnsemble, dict[str, Any]]:
+    """Load an ensemble written by :func:`save_ensemble`: ``(model in eval mode, metadata)``
+    (``env``: the environment's spec when the caller holds it, see :func:`build_ensemble`)."""
     tensors, meta = load_tensors(path)
     if "spec" not in meta:
         raise ValueError(f"{path} is not a saved dynamics ensemble (no 'spec' in its metadata)")
-    model = build_ensemble(ModelSpec.from_dict(meta["spec"]), init=False)
+    model = build_ensemble(ModelSpec.from_dict(meta["spec"]), init=False, env=env)
     model.load_state_dict(tensors)
     return model.to(get_device(device)).eval(), meta.get("metadata", {})

@@ -1,6 +1,9 @@
 """Batched Monte-Carlo rollouts of policies inside a learned ensemble.
 
-:func:`rollout_values` estimates, for B start rows (a query side each: observation, first
+The method is :func:`return_curves`: every member, row and run advanced together for a number
+of steps, rewards summed under a discount and a termination mask. :func:`rollout_values` is the
+scheduler around it (checks, identical rows once, chunks that fit memory, blocks of members)
+and estimates, for B start rows (a query side each: observation, first
 action, policy, horizon, discount), the discounted return under every member of an ensemble
 and every Monte-Carlo run -- an array of shape (B, M, R) -- with all members, rows and runs
 advanced together:
@@ -178,18 +181,17 @@ def rollout_values(
             steps = int(u_horizon[c].max())
             curve = np.empty((steps, m, len(c), runs))
             for (s, e), block in zip(blocks, models, strict=True):
-                curve[:, s:e] = _model_return_curves(
+                curve[:, s:e] = return_curves(
                     block,
                     policies,
                     obs[rows],
                     policy_index[rows],
+                    steps,
                     None if first_action is None else first_action[rows],
                     gamma[rows],
-                    steps,
                     runs,
                     mixture,
                     generator,
-                    device,
                     bar,
                 )
             mine = np.nonzero(chunk_of[inverse] == ci)[0]
@@ -272,10 +274,42 @@ def _check_rollout_memory(
         check_memory(chunk, device, what, f"chunk_rows (now {chunk_rows}) or runs (now {runs})")
 
 
-def _model_return_curves(
-    model, policies, obs, policy_index, first_action, gamma, steps, runs, mixture, generator, device, bar
+def return_curves(
+    model: DynamicsEnsemble,
+    policies: Sequence[Callable[[torch.Tensor], torch.Tensor]],
+    obs: np.ndarray,
+    policy_index: np.ndarray,
+    steps: int,
+    first_action: np.ndarray | None = None,
+    gamma: np.ndarray | float = 1.0,
+    runs: int = 1,
+    mixture: bool = False,
+    generator: torch.Generator | None = None,
+    bar: Any = None,
 ) -> np.ndarray:
-    """Simulate one chunk; returns the running discounted sums (steps, M, n, R) as float64."""
+    """The rollout itself: every member's running discounted return, step by step.
+
+    All M members advance all n = rows x runs trajectories at once: the policy of each row acts
+    (after ``first_action`` at step 0, when given), the model steps, and the reward is added
+    under the discount while the trajectory is alive; once the termination flag fires, the
+    trajectory earns nothing more. Rows must be sorted by policy (one call per policy and
+    step). On the model's device; nothing is read back until the end.
+
+    Args:
+        model: the ensemble (its ``step`` gives ``next_obs, reward, done``).
+        policies: the policies, indexed by ``policy_index``, on the model's device.
+        obs: (k, D) start observations; policy_index: (k,) sorted policy of each row.
+        steps: actions taken (the largest horizon of the rows).
+        first_action: (k, A) or None; gamma: discount, scalar or (k,).
+        runs: Monte-Carlo runs per row; mixture: a random member per trajectory and step.
+        generator: the random stream of model noise and the mixture; bar: a progress bar.
+
+    Returns:
+        (steps, M, k, runs) float64: entry t is the discounted sum after t + 1 actions.
+    """
+    device = model.device
+    generator = torch.Generator(device=device).manual_seed(0) if generator is None else generator
+    gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (len(obs),)).copy()
     m = model.ensemble_size
     n = len(obs) * runs
     # Runs of one row are adjacent, so rows of one policy stay contiguous after repeating.
@@ -314,7 +348,8 @@ def _model_return_curves(
         alive &= ~done
         discount = discount * disc_factor
         state = nxt
-        bar.update(1)
+        if bar is not None:
+            bar.update(1)
     k = len(obs)
     return curve.reshape(steps, m, k, runs).cpu().double().numpy()  # float64 only on the host
 

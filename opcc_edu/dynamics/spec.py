@@ -1,10 +1,11 @@
-"""The architecture of an ensemble, as data: :class:`ModelSpec` and the valid choices.
+"""The architecture of an ensemble, as data: :class:`Architecture`, :class:`ModelSpec` and the
+valid choices.
 
 This module imports neither torch nor the simulator, so configurations can be built,
-validated, compared and stored without them. :class:`ModelSpec` has no defaults for the
-choices a baseline makes (members, widths, model type, noise, prior, normalisation,
-clipping, termination): a spec is always built from a complete configuration, normally
-:meth:`opcc_edu.baselines.EnsembleConfig.model_spec`, which holds the paper's defaults. The
+validated, compared and stored without them. :class:`Architecture` declares the choices a
+baseline makes (members, widths, model type, noise, prior, normalisation, clipping,
+termination, reward, objective) once, with the paper's defaults; :class:`ModelSpec` adds the
+environment's sizes, and :class:`opcc_edu.baselines.EnsembleConfig` the training. The
 reward mode defaults to the paper's learned reward, which is also what a spec saved before the
 field existed means. The autoregressive training objective (:data:`AR_TARGETS`) defaults to
 every target dimension per row; a saved autoregressive spec without the field was trained on
@@ -100,9 +101,72 @@ the ensembles trained before the field existed. Dicts leave ``ar_targets`` out a
 their cache keys and labels while the default objective gets new ones."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """Everything needed to rebuild an ensemble's architecture (saved next to its weights)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Architecture:
+    """The choices that make an ensemble, declared once, with the paper's defaults (Section 7).
+
+    :class:`ModelSpec` (what a saved model records) and
+    :class:`opcc_edu.baselines.EnsembleConfig` (a baseline) both extend it, so a new architecture
+    setting is one field here: both carry it, both validate it, and
+    :meth:`~opcc_edu.baselines.EnsembleConfig.model_spec` copies it (:func:`architecture_of`).
+    """
+
+    ensemble_size: int = 100
+    """Members M."""
+    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
+    """Hidden widths of each member (MBPO: four layers of 200, SiLU)."""
+    model_type: str = "ff"
+    """``"ff"`` feed-forward Gaussian or ``"ar"`` autoregressive (Tables 7, 13)."""
+    stochastic: bool = False
+    """Sample from each member's Gaussian instead of using its mean (Tables 11, 12)."""
+    prior_scale: float = 0.0
+    """Randomized constant prior scale; 0 = no prior (Tables 6, 10)."""
+    normalize: bool = True
+    """Standardise the inputs ``concat(obs, action)`` with dataset statistics (Tables 14, 15)."""
+    clip: str = DEFAULT_CLIP
+    """Where rollouts clip predicted observations and rewards (:data:`CLIP_BOXES`); True and
+    False, the older on/off values, mean ``"transitions"`` and ``"none"``."""
+    termination: str = "predefined"
+    """``"predefined"`` (the environment's function), ``"learned"`` or ``"none"``
+    (:data:`TERMINATION_MODES`)."""
+    reward: str = DEFAULT_REWARD_MODE
+    """``"learned"`` (the paper: members predict the reward) or ``"predefined"`` (PETS: the
+    environment's reward function of the predicted transition, :data:`REWARD_MODES`)."""
+    ar_targets: str = DEFAULT_AR_TARGETS
+    """Training objective of the autoregressive model (:data:`AR_TARGETS`); the feed-forward model
+    takes the default only, and its dicts, cache keys and labels never show the field."""
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.ensemble_size, "ensemble_size")
+        if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
+            raise ValueError(f"hidden_sizes must be a non-empty sequence of widths, got {self.hidden_sizes!r}")
+        widths = tuple(check_positive_int(h, "hidden_sizes entry") for h in self.hidden_sizes)
+        object.__setattr__(self, "hidden_sizes", widths)
+        check_choice(self.model_type, MODEL_TYPES, "model_type")
+        object.__setattr__(self, "clip", check_clip(self.clip))
+        check_choice(self.termination, TERMINATION_MODES, "termination")
+        check_choice(self.reward, REWARD_MODES, "reward")
+        check_ar_targets(self.ar_targets, self.model_type)
+        for name in ("stochastic", "normalize"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not np.isfinite(self.prior_scale) or self.prior_scale < 0:
+            raise ValueError(f"prior_scale must be a finite number >= 0, got {self.prior_scale!r}")
+
+
+ARCHITECTURE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Architecture))
+"""The fields of :class:`Architecture`, in order."""
+
+
+def architecture_of(obj: Architecture) -> dict[str, Any]:
+    """The :class:`Architecture` fields of a spec or config, as keyword arguments."""
+    return {name: getattr(obj, name) for name in ARCHITECTURE_FIELDS}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelSpec(Architecture):
+    """Everything needed to rebuild an ensemble's architecture (saved next to its weights):
+    the :class:`Architecture` and the environment's sizes."""
 
     env_name: str
     """Environment the model imitates (selects the predefined termination function)."""
@@ -110,49 +174,15 @@ class ModelSpec:
     """Observation size D."""
     act_dim: int
     """Action size A."""
-    ensemble_size: int
-    """Members M."""
-    hidden_sizes: tuple[int, ...]
-    """Hidden widths of every member."""
-    model_type: str
-    """``"ff"`` (feed-forward Gaussian) or ``"ar"`` (autoregressive)."""
-    stochastic: bool
-    """Sample next observations and rewards (Gaussian) instead of using the mean."""
-    prior_scale: float
-    """Scale of the randomized constant prior added to the output; 0 disables it."""
-    normalize: bool
-    """Standardise the inputs ``concat(obs, action)`` with dataset statistics."""
-    clip: str
-    """Where predicted observations and rewards are clipped (see :data:`CLIP_BOXES`)."""
-    termination: str
-    """``"predefined"``, ``"learned"`` or ``"none"`` (see :data:`TERMINATION_MODES`)."""
     activation: str = "silu"
     """Hidden activation (MBPO: SiLU)."""
-    reward: str = DEFAULT_REWARD_MODE
-    """``"learned"`` or ``"predefined"`` (see :data:`REWARD_MODES`): in predefined mode the last
-    target column is the reward feature and :meth:`DynamicsEnsemble.step` applies the
-    environment's reward function."""
-    ar_targets: str = DEFAULT_AR_TARGETS
-    """Autoregressive training objective, ``"all"`` or ``"one"`` (see :data:`AR_TARGETS`);
-    the feed-forward model takes the default only."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_positive_int(self.obs_dim, "obs_dim")
         check_positive_int(self.act_dim, "act_dim")
-        check_positive_int(self.ensemble_size, "ensemble_size")
-        check_choice(self.model_type, MODEL_TYPES, "model_type")
-        object.__setattr__(self, "clip", check_clip(self.clip))
-        check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.activation, ACTIVATION_NAMES, "activation")
-        check_choice(self.reward, REWARD_MODES, "reward")
-        check_ar_targets(self.ar_targets, self.model_type)
-        if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
-            raise ValueError(f"hidden_sizes must name at least one hidden layer, got {self.hidden_sizes!r}")
-        for h in self.hidden_sizes:
-            check_positive_int(h, "hidden_sizes entry")
-        if not np.isfinite(self.prior_scale) or self.prior_scale < 0:
-            raise ValueError(f"prior_scale must be a finite number >= 0, got {self.prior_scale!r}")
-        object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
+        object.__setattr__(self, "prior_scale", float(self.prior_scale))
 
     @property
     def target_dim(self) -> int:

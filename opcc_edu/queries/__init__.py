@@ -19,7 +19,7 @@ from .filtering import LOCOMOTION_MIN_GAP, MAZE_MIN_GAP_FRACTION, gap_rule, gap_
 from .labelling import observations, recompute_values, simulate_both_sides
 from .metadata import CALLER_POLICIES, policy_assets_dir, policy_checksums, query_policies, verify_policies
 from .queryset import QuerySet
-from .shipped import QUERIES_DIR, load_queries, query_set_path, recipe_env, recipe_of
+from .shipped import QUERIES_DIR, load_queries, query_set_path, recipe_env, recipe_of, recipe_spec
 
 __all__ = [
     "CALLER_POLICIES",
@@ -39,6 +39,7 @@ __all__ = [
     "query_policies",
     "query_set_path",
     "recipe_env",
+    "recipe_spec",
     "recipe_of",
     "recompute_values",
     "simulate_both_sides",

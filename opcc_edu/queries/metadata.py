@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..envs import base_env_name
+from ..envs import EnvSpec, base_env_name
 from .queryset import QuerySet
 
 CALLER_POLICIES = "policies supplied by the caller"
 """``policy_sha256`` of a set labelled with policies passed to the builder, not the shipped files."""
 
 
-def policy_checksums(env_name: str, assets_dir: Path | None = None) -> dict[str, str]:
+def policy_checksums(env_name: str | EnvSpec, assets_dir: Path | None = None) -> dict[str, str]:
     """``{level: sha256}`` of the shipped query-policy files of an environment (levels as strings).
 
     A level whose file is missing is left out. This is :func:`opcc_edu.policies.policy_checksums`,
@@ -44,7 +44,7 @@ def query_policies(query_set: QuerySet) -> list[Any]:
     """The four policies of a query set (index i holds level i + 1), from where it says they live."""
     from ..policies import load_policies
 
-    return load_policies(base_env_name(query_set.env_name), policy_assets_dir(query_set))
+    return load_policies(base_env_name(query_set.spec), policy_assets_dir(query_set))
 
 
 def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = None) -> None:
@@ -78,7 +78,7 @@ def verify_policies(query_set: QuerySet, checksums: Mapping[str, str] | None = N
         )
     source = "the shipped policy files" if checksums is None else "the given checksums"
     if checksums is None:
-        expected = policy_checksums(env_name, policy_assets_dir(query_set))
+        expected = policy_checksums(query_set.spec, policy_assets_dir(query_set))
     else:
         expected = {str(k): str(v) for k, v in checksums.items()}
     recorded = {str(k): str(v) for k, v in recorded.items()}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..envs import get_spec
+from ..envs import EnvSpec, get_spec
 from ..io import load_npz, save_npz
 from ..utils import check_choice
 
@@ -119,9 +119,21 @@ class QuerySet:
     def __len__(self) -> int:
         return int(self.horizon.shape[0])
 
+    @property
+    def spec(self) -> EnvSpec:
+        """The environment's :class:`~opcc_edu.envs.EnvSpec`: the one the set was loaded with, else
+        looked up once by :attr:`env_name` (a subset keeps its set's)."""
+        if getattr(self, "_spec", None) is None:
+            self._spec = get_spec(self.env_name)
+        return self._spec
+
     # ----------------------------------------------------------------------------------------
-    def validate(self) -> QuerySet:
+    def validate(self, spec: EnvSpec | None = None) -> QuerySet:
         """Check shapes, dtypes and the internal consistency of the labels.
+
+        Args:
+            spec: the environment's spec when the caller holds it (used if it names
+                :attr:`env_name`; otherwise the name is looked up).
 
         Returns:
             ``self``.
@@ -129,13 +141,14 @@ class QuerySet:
         Raises:
             ValueError: naming the offending field.
         """
-        self._check_shapes()
+        if spec is not None and spec.name == self.env_name:
+            self._spec = spec
+        self._check_shapes(self.spec)
         self._check_ranges()
         self._check_labels()
         return self
 
-    def _check_shapes(self) -> None:
-        spec = get_spec(self.env_name)
+    def _check_shapes(self, spec: EnvSpec) -> None:
         n = len(self)
         if self.horizon.ndim != 1:
             raise ValueError(f"horizon must have shape (N,), got {self.horizon.shape}")
@@ -229,7 +242,9 @@ class QuerySet:
         if key.size and (key.min() < -len(self) or key.max() >= len(self)):
             raise ValueError(f"indices must lie in [0, {len(self)}), got range [{key.min()}, {key.max()}]")
         fields = {name: getattr(self, name)[key] for name in ARRAY_FIELDS}
-        return QuerySet(env_name=self.env_name, metadata=dict(self.metadata), **fields)
+        subset = QuerySet(env_name=self.env_name, metadata=dict(self.metadata), **fields)
+        subset._spec = getattr(self, "_spec", None)
+        return subset
 
     def by_horizon(self, h: int) -> QuerySet:
         """The queries of horizon ``h``; ValueError lists the horizons present."""
@@ -268,8 +283,9 @@ class QuerySet:
         return save_npz(path, arrays, self.metadata)
 
     @classmethod
-    def load(cls, path: str | Path) -> QuerySet:
-        """Load a file written by :meth:`save` and validate it.
+    def load(cls, path: str | Path, spec: EnvSpec | None = None) -> QuerySet:
+        """Load a file written by :meth:`save` and validate it (against ``spec``, when given and
+        it names the set's environment: see :meth:`validate`).
 
         Raises:
             FileNotFoundError: no such file.
@@ -281,4 +297,4 @@ class QuerySet:
         if missing:
             raise ValueError(f"{path}: missing fields {missing}")
         fields = {name: arrays[name] for name in ARRAY_FIELDS}
-        return cls(env_name=str(arrays["env_name"]), metadata=metadata, **fields).validate()
+        return cls(env_name=str(arrays["env_name"]), metadata=metadata, **fields).validate(spec)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..envs import base_env_name, d4rl_goal_env, get_spec
+from ..envs import EnvSpec, base_env_name, base_spec, d4rl_goal_spec, get_spec
 from ..names import DEFAULT_QUERY_RECIPE, ORIGINAL_RECIPES, QUERY_RECIPES
 from ..utils import check_choice
 from .metadata import verify_policies
@@ -28,7 +28,7 @@ def recipe_of(query_set: QuerySet) -> str:
     return str(query_set.metadata.get("recipe", "hard"))
 
 
-def query_set_path(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE) -> Path:
+def query_set_path(env_name: str | EnvSpec, recipe: str = DEFAULT_QUERY_RECIPE) -> Path:
     """Where the shipped query set of ``env_name`` built by ``recipe`` lives.
 
     Raises:
@@ -38,15 +38,20 @@ def query_set_path(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE) -> Path:
     return QUERIES_DIR / recipe / f"{base_env_name(env_name)}.npz"
 
 
-def recipe_env(env_name: str, recipe: str) -> str:
+def recipe_env(env_name: str | EnvSpec, recipe: str) -> str:
+    """The name of :func:`recipe_spec`."""
+    return recipe_spec(env_name, recipe).name
+
+
+def recipe_spec(env: str | EnvSpec, recipe: str) -> EnvSpec:
     """The environment a recipe's sets are answered in: a maze's ``-d4rl-goal`` variant for the
     original benchmark's sets (D4RL rewarded around another point than our goal), else itself."""
     check_choice(recipe, QUERY_RECIPES, "recipe")
-    env_name = base_env_name(env_name)
-    return d4rl_goal_env(env_name) if recipe in ORIGINAL_RECIPES and get_spec(env_name).is_maze else env_name
+    spec = base_spec(env)
+    return d4rl_goal_spec(spec) if recipe in ORIGINAL_RECIPES and spec.is_maze else spec
 
 
-def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool = True) -> QuerySet:
+def load_queries(env_name: str | EnvSpec, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool = True) -> QuerySet:
     """The shipped query set of an environment (validated).
 
     Args:
@@ -77,7 +82,7 @@ def load_queries(env_name: str, recipe: str = DEFAULT_QUERY_RECIPE, verify: bool
             else f"build it with `opcc-edu build queries {base_env_name(env_name)} --recipe {recipe}`"
         )
         raise FileNotFoundError(f"{path} is missing; {how}")
-    queries = QuerySet.load(path)
+    queries = QuerySet.load(path, get_spec(env_name))
     recorded = recipe_of(queries)
     if recorded != recipe:
         raise ValueError(f"{path} records recipe {recorded!r} but lies in the folder of recipe {recipe!r}")

@@ -29,11 +29,11 @@ CHOICES = dict(prior_scale=0.0, normalize=True, clip=False)
 
 def ar_spec(ar_targets="all", stochastic=False, termination="none", m=3, prior_scale=0.0) -> ModelSpec:
     return ModelSpec(
-        "maze2d-umaze",
-        4,
-        2,
-        m,
-        (16, 16),
+        env_name="maze2d-umaze",
+        obs_dim=4,
+        act_dim=2,
+        ensemble_size=m,
+        hidden_sizes=(16, 16),
         model_type="ar",
         stochastic=stochastic,
         prior_scale=prior_scale,

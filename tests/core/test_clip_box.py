@@ -29,7 +29,7 @@ def _healthy_hopper_data(n: int = 200, seed: int = 0):
 
 
 def _hopper_model(clip: str):
-    spec = ModelSpec("hopper", 11, 3, 2, (8,), "ff", False, 0.0, True, clip, "predefined")
+    spec = ModelSpec(env_name="hopper", obs_dim=11, act_dim=3, ensemble_size=2, hidden_sizes=(8,), clip=clip)
     model = build_ensemble(spec, seed=0).eval()
     obs, nxt = _healthy_hopper_data()
     act = np.zeros((len(obs), 3))
@@ -109,7 +109,7 @@ def test_clip_choices_and_their_older_spellings():
     with pytest.raises(ValueError, match="unknown clip 'box'; valid choices: none, observations, transitions, health"):
         EnsembleConfig(clip="box")
     with pytest.raises(ValueError, match="clip"):
-        ModelSpec("hopper", 11, 3, 2, (8,), "ff", False, 0.0, True, "sometimes", "none")
+        ModelSpec(env_name="hopper", obs_dim=11, act_dim=3, ensemble_size=2, hidden_sizes=(8,), clip="sometimes")
 
 
 def test_the_clipping_ablation_varies_the_box_alone():

@@ -103,11 +103,11 @@ class HostSyncCounter:
 
 def make_model(model_type="ff", stochastic=False, prior_scale=0.0, termination="none", m=4, seed=0):
     spec = ModelSpec(
-        "maze2d-umaze",
-        4,
-        2,
-        m,
-        (16, 16),
+        env_name="maze2d-umaze",
+        obs_dim=4,
+        act_dim=2,
+        ensemble_size=m,
+        hidden_sizes=(16, 16),
         model_type=model_type,
         stochastic=stochastic,
         prior_scale=prior_scale,

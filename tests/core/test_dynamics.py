@@ -26,12 +26,19 @@ from opcc_edu.envs import termination_fn
 
 torch.set_num_threads(1)
 
-# A plain deterministic model: every choice ModelSpec requires, given explicitly.
+# A plain deterministic model: its choices given explicitly.
 PLAIN = dict(model_type="ff", stochastic=False, prior_scale=0.0, normalize=True, clip=True, termination="none")
 
 
 def make_spec(env: str, obs_dim: int, act_dim: int, m: int, hidden_sizes=(8,), **choices) -> ModelSpec:
-    return ModelSpec(env, obs_dim, act_dim, m, hidden_sizes, **{**PLAIN, **choices})
+    return ModelSpec(
+        env_name=env,
+        obs_dim=obs_dim,
+        act_dim=act_dim,
+        ensemble_size=m,
+        hidden_sizes=hidden_sizes,
+        **{**PLAIN, **choices},
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,6 +191,21 @@ def test_termination_stops_reward_accumulation_for_good():
     np.testing.assert_allclose(values[:, 0], [2.0, 3.0])
 
 
+def test_the_rollout_is_return_curves_and_rollout_values_only_schedules_it():
+    from opcc_edu.dynamics import return_curves
+
+    model = CounterEnsemble(members=3, stop=3)
+    obs = np.zeros((2, 2), dtype=np.float32)
+    curves = return_curves(model, [zero_policy()], obs, np.array([0, 0]), steps=10)
+    assert curves.shape == (10, 3, 2, 1)
+    scheduled = rollout_values(model, [zero_policy()], obs, [0, 0], [2, 10], progress=False)
+    # the value at horizon h is the curve after h actions, for every member
+    np.testing.assert_array_equal(scheduled[0], curves[1, :, 0])
+    np.testing.assert_array_equal(scheduled[1], curves[9, :, 1])
+    np.testing.assert_array_equal(curves[:, 0, 0, 0], 0.0)  # member 0 ends before any reward counts
+    assert curves[9, 2, 0, 0] == 20.0
+
+
 def test_mixture_mode_mixes_members():
     m, n, h = 5, 40, 6
     model = CounterEnsemble(members=m, stop=-1)
@@ -308,8 +330,12 @@ def test_model_spec_validates_choices():
         make_spec("hopper", 11, 3, 2, prior_scale=-1.0)
     with pytest.raises(ValueError, match="hidden_sizes"):
         make_spec("hopper", 11, 3, 2, hidden_sizes=())
-    with pytest.raises(TypeError, match="model_type"):  # the choices have no defaults here
-        ModelSpec("hopper", 11, 3, 2, (8,))
+    with pytest.raises(ValueError, match="activation"):
+        make_spec("hopper", 11, 3, 2, activation="gelu")
+    with pytest.raises(ValueError, match="obs_dim"):
+        make_spec("hopper", 0, 3, 2)
+    with pytest.raises(TypeError, match="env_name"):  # the environment's sizes have no defaults
+        ModelSpec(obs_dim=11, act_dim=3)
 
 
 def test_predefined_termination_and_clipping():
