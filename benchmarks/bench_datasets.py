@@ -36,9 +36,12 @@ from opcc_edu.datasets.coverage import nearest_distances
 from opcc_edu.datasets.locomotion import generate_policy_dataset
 from opcc_edu.datasets.maze import generate_maze_dataset
 from opcc_edu.envs import get_spec, make_env
+from opcc_edu.io import atomic_write_text
 from opcc_edu.policies import Actor
 
 torch.set_num_threads(1)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 
 
 def best_times(functions: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -87,10 +90,6 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=None, help="write a markdown table here")
     args = parser.parse_args()
     n, repeats = args.steps, args.repeats
-    rows: list[tuple[str, float, str]] = []
-
-    def rate(seconds: float) -> float:
-        return n / seconds
 
     maze, loco = "maze2d-medium", "halfcheetah"
     spec = get_spec(loco)
@@ -109,39 +108,7 @@ def main() -> None:
         },
         repeats,
     )
-    t_raw, t_gen = t["maze raw"], t["maze recipe"]
-    rows.append((f"{maze}: raw env.step, random actions (baseline)", t_raw, f"{rate(t_raw):,.0f} steps/s"))
-    rows.append(
-        (
-            f"{maze}: navigation recipe, 8 streams",
-            t_gen,
-            f"{rate(t_gen):,.0f} transitions/s = {t_raw / t_gen:.2f} x raw",
-        )
-    )
-    t_raw, t_random, t_policy, t_naive = t["loco raw"], t["loco random"], t["loco policy"], t["loco naive"]
-    rows.append((f"{loco}: raw env.step, random actions (baseline)", t_raw, f"{rate(t_raw):,.0f} steps/s"))
-    rows.append(
-        (
-            f"{loco}: random recipe, 8 envs",
-            t_random,
-            f"{rate(t_random):,.0f} transitions/s = {t_raw / t_random:.2f} x raw",
-        )
-    )
-    rows.append(
-        (
-            f"{loco}: policy recipe, 8 envs, one batched forward per step",
-            t_policy,
-            f"{rate(t_policy):,.0f} transitions/s = {t_raw / t_policy:.2f} x raw",
-        )
-    )
-    rows.append(
-        (
-            f"{loco}: 8 envs, one forward per env per step (naive)",
-            t_naive,
-            f"{rate(t_naive):,.0f} steps/s; batched is {t_naive / t_policy:.2f}x faster",
-        )
-    )
-
+    coverage = []
     # Coverage: cKDTree vs blocked brute force, 1,500 queries (the paper's count per environment).
     for env_name, data in (
         (maze, generate_maze_dataset(maze, n, seed=0, progress=False)),
@@ -153,50 +120,114 @@ def main() -> None:
         tree_d = nearest_distances(queries, points, method="kdtree")[0]
         brute_d = nearest_distances(queries, points, method="brute")[0]
         np.testing.assert_allclose(tree_d, brute_d, rtol=1e-9, atol=1e-12)
-        t = best_times(
+        times = best_times(
             {
                 "brute": lambda q=queries, p=points: nearest_distances(q, p, method="brute"),
                 "kdtree": lambda q=queries, p=points: nearest_distances(q, p, method="kdtree"),
             },
             repeats,
         )
-        t_brute, t_tree = t["brute"], t["kdtree"]
-        k = points.shape[1]
-        rows.append(
-            (f"coverage {env_name} (K = {k}), brute force, 1,500 queries x {n:,} pairs (baseline)", t_brute, "1")
-        )
-        rows.append((f"coverage {env_name} (K = {k}), cKDTree", t_tree, f"speed-up {t_brute / t_tree:.2f}x"))
-
-    width = max(len(r[0]) for r in rows)
-    for name, seconds, note in rows:
+        coverage.append({"env": env_name, "k": int(points.shape[1]), "queries": 1500, **times})
+    try:
+        machine = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:  # pragma: no cover
+        machine = platform.processor()
+    record = {
+        **provenance_record(),
+        "config": {"steps": n, "repeats": repeats},
+        "envs": {"maze": maze, "locomotion": loco},
+        "seconds": t,
+        "coverage": coverage,
+        "versions_line": f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}",
+        "lscpu": machine,
+    }
+    width = max(len(r[0]) for r in rows(record))
+    for name, seconds, note in rows(record):
         print(f"{name:<{width}}  {seconds:8.3f} s  {note}")
-
     if args.output is not None:
-        try:
-            machine = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.strip()
-        except OSError:  # pragma: no cover
-            machine = platform.processor()
-        lines = [
-            "# Datasets benchmark",
-            "",
-            "Produced by `benchmarks/bench_datasets.py` (best of "
-            f"{repeats} interleaved rounds, one CPU thread, {n:,} transitions per measurement). Ratios are against "
-            "baselines measured in the same run; absolute seconds depend on the machine.",
-            "",
-            "| what | seconds | rate / ratio |",
-            "|---|---:|---|",
-            *[f"| {name} | {seconds:.3f} | {note} |" for name, seconds, note in rows],
-            "",
-            "## Machine",
-            "",
-            "```",
-            f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}",
-            machine,
-            "```",
-            "",
-        ]
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text("\n".join(lines))
+        write_json(args.output.with_suffix(".json"), record)
+        atomic_write_text(args.output, render(record))
+
+
+def rows(data: dict) -> list[tuple[str, float, str]]:
+    """``(what, seconds, rate or ratio)`` of the report, every ratio against a baseline of the same run."""
+    n, t = data["config"]["steps"], data["seconds"]
+    maze, loco = data["envs"]["maze"], data["envs"]["locomotion"]
+
+    def rate(seconds: float) -> float:
+        return n / seconds
+
+    out: list[tuple[str, float, str]] = []
+    t_raw, t_gen = t["maze raw"], t["maze recipe"]
+    out.append((f"{maze}: raw env.step, random actions (baseline)", t_raw, f"{rate(t_raw):,.0f} steps/s"))
+    out.append(
+        (
+            f"{maze}: navigation recipe, 8 streams",
+            t_gen,
+            f"{rate(t_gen):,.0f} transitions/s = {t_raw / t_gen:.2f} x raw",
+        )
+    )
+    t_raw, t_random, t_policy, t_naive = t["loco raw"], t["loco random"], t["loco policy"], t["loco naive"]
+    out.append((f"{loco}: raw env.step, random actions (baseline)", t_raw, f"{rate(t_raw):,.0f} steps/s"))
+    out.append(
+        (
+            f"{loco}: random recipe, 8 envs",
+            t_random,
+            f"{rate(t_random):,.0f} transitions/s = {t_raw / t_random:.2f} x raw",
+        )
+    )
+    out.append(
+        (
+            f"{loco}: policy recipe, 8 envs, one batched forward per step",
+            t_policy,
+            f"{rate(t_policy):,.0f} transitions/s = {t_raw / t_policy:.2f} x raw",
+        )
+    )
+    out.append(
+        (
+            f"{loco}: 8 envs, one forward per env per step (naive)",
+            t_naive,
+            f"{rate(t_naive):,.0f} steps/s; batched is {t_naive / t_policy:.2f}x faster",
+        )
+    )
+    for c in data["coverage"]:
+        out.append(
+            (
+                f"coverage {c['env']} (K = {c['k']}), brute force, {c['queries']:,} queries x {n:,} pairs (baseline)",
+                c["brute"],
+                "1",
+            )
+        )
+        out.append(
+            (f"coverage {c['env']} (K = {c['k']}), cKDTree", c["kdtree"], f"speed-up {c['brute'] / c['kdtree']:.2f}x")
+        )
+    return out
+
+
+def render(data: dict) -> str:
+    """The report, from the raw record alone."""
+    c = data["config"]
+    lines = [
+        "# Datasets benchmark",
+        "",
+        f"Produced by `{data['command']}` at commit `{str(data['git_commit'])[:12]}` (best of "
+        f"{c['repeats']} interleaved rounds, one CPU thread, {c['steps']:,} transitions per measurement; raw seconds "
+        "in `datasets.json`). Ratios are against baselines measured in the same run; absolute seconds depend on the "
+        "machine.",
+        "",
+        "| what | seconds | rate / ratio |",
+        "|---|---:|---|",
+        *[f"| {name} | {seconds:.3f} | {note} |" for name, seconds, note in rows(data)],
+        "",
+        "## Machine",
+        "",
+        "```",
+        data["versions_line"],
+        data["lscpu"],
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

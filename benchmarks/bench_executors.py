@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -33,6 +32,7 @@ from opcc_edu.lab import experiments as ex
 from opcc_edu.lab.experiments import executors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine  # noqa: E402
 
 KEY = ["run_id", "horizon", "confidence", "ensemble_count"]
@@ -77,17 +77,37 @@ def main() -> None:
                 print(f"repeat {repeat + 1}: {name}: {seconds:.1f} s", flush=True)
     info = machine()
     info["load_average_start"], info["load_average_end"] = load_start, os.getloadavg()
-    results = {"machine": info, "runs": 4, "repeats": args.repeats, "seconds": best}
+    results = {
+        **provenance_record(),
+        "machine": info,
+        "runs": 4,
+        "repeats": args.repeats,
+        "seconds": best,
+    }
+    write_json(args.out.with_suffix(".json"), results)
+    text = render(results)
+    atomic_write_text(args.out.with_suffix(".md"), text)
+    print(text)
+
+
+def render(data: dict) -> str:
+    """The report, from the raw record alone."""
+    info, best, names = data["machine"], data["seconds"], list(data["seconds"])
     base = best["in-process"]
     lines = [
         "# Executors: one small grid on each (benchmarks/bench_executors.py)",
         "",
         f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch {info['torch']}; load average "
-        f"{tuple(round(x, 2) for x in load_start)} at the start and {tuple(round(x, 2) for x in os.getloadavg())} "
-        f"at the end (a shared machine: best of {args.repeats} interleaved repeats).",
+        f"{tuple(round(x, 2) for x in info['load_average_start'])} at the start and "
+        f"{tuple(round(x, 2) for x in info['load_average_end'])} "
+        f"at the end (a shared machine: best of {data['repeats']} interleaved repeats).",
         "",
-        "4 real `tiny` runs (prior-scale, maze2d-umaze, 2 seeds; ensembles trained, not cached). Every executor's "
-        "table equals the in-process one, row for row.",
+    ]
+    if data.get("command"):
+        lines += [f"Command: `{data['command']}` (raw numbers in `executors.json`).", ""]
+    lines += [
+        f"{data['runs']} real `tiny` runs (prior-scale, maze2d-umaze, 2 seeds; ensembles trained, not cached). "
+        "Every executor's table equals the in-process one, row for row.",
         "",
         "| executor | wall seconds | vs in-process |",
         "|---|---|---|",
@@ -98,10 +118,7 @@ def main() -> None:
         "Tiny runs take seconds: these times are mostly the executors' start (worker processes, the cluster).",
         "",
     ]
-    text = "\n".join(lines)
-    atomic_write_text(args.out.with_suffix(".json"), json.dumps(results, indent=2) + "\n")
-    atomic_write_text(args.out.with_suffix(".md"), text)
-    print(text)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

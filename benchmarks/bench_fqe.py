@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -32,8 +31,10 @@ import torch
 from torch import nn
 
 from opcc_edu.baselines.fqe import FQEConfig, train_fqe
+from opcc_edu.io import atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine, synthetic_transitions  # noqa: E402
 
 D, A, H, HIDDEN = 11, 3, 50, (64, 64)
@@ -95,22 +96,37 @@ def main(argv: list[str] | None = None) -> int:
     samples = args.policies * args.members * args.batch_size * args.steps
     rate = {name: samples / seconds for name, seconds in best.items()}
     results = {
+        **provenance_record(),
         "machine": {**machine(), "load_average_start": start_load, "load_average_end": os.getloadavg()},
         "config": {**vars(args), "out": str(args.out), "hidden_sizes": list(HIDDEN), "max_horizon": H},
         "samples_per_s": rate,
     }
-    m = results["machine"]
-    text = "\n".join(
+    text = render(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.out.with_suffix(".json"), results)
+    atomic_write_text(args.out.with_suffix(".md"), text)
+    print(text)
+    return 0
+
+
+def render(data: dict) -> str:
+    """The report, from the raw record alone."""
+    m, c, rate = data["machine"], data["config"], data["samples_per_s"]
+    hidden = c["hidden_sizes"]
+    command = [f"Command: `{data['command']}` (raw numbers in `fqe.json`).", ""] if data.get("command") else []
+    return "\n".join(
         [
             "# FQE training throughput (benchmarks/bench_fqe.py)",
             "",
-            f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch {m['torch']} with {args.threads} "
-            f"thread(s); load average at start {tuple(round(x, 2) for x in start_load)} (shared machine: best of "
-            f"{args.repeats} interleaved repeats). No GPU on this machine: the GPU measurement is still open.",
+            f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch {m['torch']} with {c['threads']} "
+            f"thread(s); load average at start {tuple(round(x, 2) for x in m['load_average_start'])} (shared "
+            f"machine: best of {c['repeats']} interleaved repeats). No GPU on this machine: the GPU measurement "
+            "is still open.",
             "",
-            f"P = {args.policies} policies x M = {args.members} members, D = {D}, A = {A}, {len(HIDDEN)}x{HIDDEN[0]} "
-            f"SiLU, H = {H} outputs, batch {args.batch_size} per member, {args.steps} gradient steps, "
-            f"{args.transitions:,} transitions; member-samples per second of the step loop.",
+            *command,
+            f"P = {c['policies']} policies x M = {c['members']} members, D = {D}, A = {A}, {len(hidden)}x{hidden[0]} "
+            f"SiLU, H = {c['max_horizon']} outputs, batch {c['batch_size']} per member, {c['steps']} gradient steps, "
+            f"{c['transitions']:,} transitions; member-samples per second of the step loop.",
             "",
             "| design | samples/s |",
             "|---|---|",
@@ -121,11 +137,6 @@ def main(argv: list[str] | None = None) -> int:
             "",
         ]
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(text)
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as stated in the resu
 
 import argparse
 import copy
-import json
 import platform
 import time
 from pathlib import Path
@@ -43,10 +42,16 @@ import numpy as np
 import torch
 
 from opcc_edu.envs import ENV_NAMES, get_spec, get_state, make_env, set_state
+from opcc_edu.io import atomic_write_text
 from opcc_edu.policies import Actor
 from opcc_edu.simulate import monte_carlo_returns, simulate_trajectories
 
 torch.set_num_threads(1)
+
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 
 
 def benchmark_policies(env_name: str) -> tuple[list[Actor], str]:
@@ -188,14 +193,14 @@ def run(env_names, n_queries: int, n_naive: int, horizon: int, repeats: int) -> 
     return rows
 
 
-def to_markdown(rows: list[dict], args) -> str:
+def render(data: dict) -> str:
+    """The report, from the raw record alone (``{"command", "config", "machine", "rows", ...}``)."""
+    c, rows = data["config"], data["rows"]
     lines = [
         "# Ground-truth labelling throughput",
         "",
-        "Produced by `benchmarks/bench_ground_truth.py` "
-        f"(`--queries {args.queries} --naive {args.naive} --horizon {args.horizon} --repeats {args.repeats}`), "
-        f"one core (`OMP_NUM_THREADS=1`), {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}.",
+        f"Produced by `{data['command']}` at commit `{str(data['git_commit'])[:12]}` (raw numbers in "
+        f"`ground_truth.json`), one core, {data['processor']}, Python {data['python']}.",
         "Rates are environment steps per second (best of the repeats); every rate of a row was measured",
         "in the same run from the same start states (random play) and horizon, stopping at termination.",
         "*raw*: one gymnasium environment, uniform random actions, no policy. *replay*: one environment",
@@ -204,6 +209,8 @@ def to_markdown(rows: list[dict], args) -> str:
         "environment, one query at a time, one policy call per step. *batched*: `monte_carlo_returns`,",
         "all queries in one `BatchSimulator`, one batched policy forward per step. The batched values",
         "equal the naive loop's exactly on the first queries (checked before timing).",
+        f"Sizes: {c['queries']} queries in the batched run, {c['naive']} in the naive loop, horizon {c['horizon']}, "
+        f"best of {c['repeats']} repeats.",
         "",
         "| env | policies | raw steps/s | replay steps/s | naive steps/s | batched steps/s "
         "| batched / raw | batched / replay | batched / naive |",
@@ -230,9 +237,15 @@ def main() -> None:
     rows = run(args.envs, args.queries, args.naive, args.horizon, args.repeats)
     if args.output:
         path = Path(args.output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(to_markdown(rows, args))
-        path.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
+        data = {
+            **provenance_record(),
+            "config": {k: v for k, v in vars(args).items() if k != "output"},
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "rows": rows,
+        }
+        write_json(path.with_suffix(".json"), data)
+        atomic_write_text(path, render(data))
         print(f"wrote {path}")
 
 

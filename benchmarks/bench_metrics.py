@@ -33,6 +33,10 @@ from scipy import stats
 
 from opcc_edu import confidence as cf
 from opcc_edu import metrics
+from opcc_edu.io import atomic_write_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 
 BASELINE_N = 7_500
 LARGE_N = 1_000_000
@@ -108,86 +112,125 @@ def machine_description() -> str:
     )
 
 
-def run(repeats: int) -> list[tuple[str, float, str]]:
-    rows: list[tuple[str, float, str]] = []
+def run(repeats: int) -> dict[str, float]:
+    """Best seconds of every case, by name (the report's rows and ratios are computed from them)."""
+    seconds: dict[str, float] = {}
 
     prediction, target, confidence = synthetic_answers(BASELINE_N, seed=0)
     loss = (prediction != target).astype(np.int8)
     assert abs(matrix_rpp(loss, confidence) - metrics.reverse_pair_proportion(prediction, target, confidence)) < 1e-15
-    baseline = best_time(lambda: matrix_rpp(loss, confidence), repeats)
-    rows.append((f"RPP, n x n matrix, n = {BASELINE_N:,} (baseline)", baseline, "1"))
-    fast = best_time(lambda: metrics.reverse_pair_proportion(prediction, target, confidence), repeats)
-    rows.append((f"RPP, sort + binary search, n = {BASELINE_N:,}", fast, f"speed-up {baseline / fast:,.0f}x"))
+    seconds["rpp_matrix"] = best_time(lambda: matrix_rpp(loss, confidence), repeats)
+    seconds["rpp_fast"] = best_time(lambda: metrics.reverse_pair_proportion(prediction, target, confidence), repeats)
 
     prediction, target, confidence = synthetic_answers(LARGE_N, seed=1)
     loss = (prediction != target).astype(np.int8)
     assert abs(grid_aurcc(loss, confidence) - metrics.aurcc(prediction, target, confidence)) < 1e-12
-    for label, function in (
-        ("RPP", lambda: metrics.reverse_pair_proportion(prediction, target, confidence)),
-        ("AURCC (exact)", lambda: metrics.aurcc(prediction, target, confidence)),
-        ("evaluate (all metrics)", lambda: metrics.evaluate(prediction, target, confidence)),
+    for key, function in (
+        ("rpp_large", lambda: metrics.reverse_pair_proportion(prediction, target, confidence)),
+        ("aurcc_large", lambda: metrics.aurcc(prediction, target, confidence)),
+        ("evaluate_large", lambda: metrics.evaluate(prediction, target, confidence)),
     ):
-        seconds = best_time(function, repeats)
-        rows.append((f"{label}, n = {LARGE_N:,}", seconds, f"{seconds / baseline:.2f} x baseline"))
-    quadratic = baseline * (LARGE_N / BASELINE_N) ** 2
-    rows.append(
-        (
-            f"RPP, n x n matrix, n = {LARGE_N:,} (extrapolated; needs {2 * LARGE_N**2 / 1e12:.0f} TB)",
-            quadratic,
-            f"{quadratic / baseline:,.0f} x baseline",
-        )
-    )
-    exact = best_time(lambda: metrics.aurcc(prediction, target, confidence), repeats)
-    grid = best_time(lambda: grid_aurcc(loss, confidence), max(1, repeats // 2))
-    rows.append((f"AURCC, 0.01 threshold grid, n = {LARGE_N:,}", grid, f"exact is {grid / exact:.1f}x faster"))
+        seconds[key] = best_time(function, repeats)
+    seconds["aurcc_exact"] = best_time(lambda: metrics.aurcc(prediction, target, confidence), repeats)
+    seconds["aurcc_grid"] = best_time(lambda: grid_aurcc(loss, confidence), max(1, repeats // 2))
     continuous = np.random.default_rng(2).random(LARGE_N)
-    seconds = best_time(lambda: metrics.aurcc(prediction, target, continuous), repeats)
-    rows.append((f"AURCC, {LARGE_N:,} distinct confidences", seconds, f"{seconds / baseline:.2f} x baseline"))
+    seconds["aurcc_distinct"] = best_time(lambda: metrics.aurcc(prediction, target, continuous), repeats)
 
     rng = np.random.default_rng(3)
     values_a = rng.normal(0, 1, (1_500, 100)) + rng.normal(0, 0.3, (1_500, 1))
     values_b = rng.normal(0, 1, (1_500, 100))
     for name, paired, function in (
-        ("PCI", True, cf.paired_confidence_interval),
-        ("U-PCI", False, cf.unpaired_confidence_interval),
+        ("pci", True, cf.paired_confidence_interval),
+        ("upci", False, cf.unpaired_confidence_interval),
     ):
         closed = function(values_a, values_b)[1]
         looped = loop_interval_confidence(values_a, values_b, paired)
         assert np.all((looped <= closed + 1e-12) & (closed < looped + 0.01 + 1e-12))
-        fast = best_time(lambda f=function: f(values_a, values_b), repeats)
-        slow = best_time(lambda p=paired: loop_interval_confidence(values_a, values_b, p), max(1, repeats // 2))
-        rows.append((f"{name}, 101-level alpha loop, N = 1,500, M = 100", slow, "1"))
-        rows.append((f"{name}, closed form, N = 1,500, M = 100", fast, f"speed-up {slow / fast:,.0f}x"))
-    return rows
+        seconds[f"{name}_closed"] = best_time(lambda f=function: f(values_a, values_b), repeats)
+        seconds[f"{name}_loop"] = best_time(
+            lambda p=paired: loop_interval_confidence(values_a, values_b, p), max(1, repeats // 2)
+        )
+    return seconds
 
 
-def to_markdown(rows: list[tuple[str, float, str]]) -> str:
+def rows(data: dict) -> list[tuple[str, float, str]]:
+    """``(what, seconds, ratio)`` of the report, every ratio against a baseline of the same run."""
+    t, small, large = data["seconds"], data["baseline_n"], data["large_n"]
+    base = t["rpp_matrix"]
+    quadratic = base * (large / small) ** 2
+    out = [
+        (f"RPP, n x n matrix, n = {small:,} (baseline)", base, "1"),
+        (f"RPP, sort + binary search, n = {small:,}", t["rpp_fast"], f"speed-up {base / t['rpp_fast']:,.0f}x"),
+    ]
+    for label, key in (
+        ("RPP", "rpp_large"),
+        ("AURCC (exact)", "aurcc_large"),
+        ("evaluate (all metrics)", "evaluate_large"),
+    ):
+        out.append((f"{label}, n = {large:,}", t[key], f"{t[key] / base:.2f} x baseline"))
+    out.append(
+        (
+            f"RPP, n x n matrix, n = {large:,} (extrapolated; needs {2 * large**2 / 1e12:.0f} TB)",
+            quadratic,
+            f"{quadratic / base:,.0f} x baseline",
+        )
+    )
+    out.append(
+        (
+            f"AURCC, 0.01 threshold grid, n = {large:,}",
+            t["aurcc_grid"],
+            f"exact is {t['aurcc_grid'] / t['aurcc_exact']:.1f}x faster",
+        )
+    )
+    out.append(
+        (f"AURCC, {large:,} distinct confidences", t["aurcc_distinct"], f"{t['aurcc_distinct'] / base:.2f} x baseline")
+    )
+    for name, key in (("PCI", "pci"), ("U-PCI", "upci")):
+        slow, fast = t[f"{key}_loop"], t[f"{key}_closed"]
+        out.append((f"{name}, 101-level alpha loop, N = 1,500, M = 100", slow, "1"))
+        out.append((f"{name}, closed form, N = 1,500, M = 100", fast, f"speed-up {slow / fast:,.0f}x"))
+    return out
+
+
+def render(data: dict) -> str:
+    """The report, from the raw record alone."""
     lines = [
         "# Metrics benchmark",
         "",
-        "Produced by `benchmarks/bench_metrics.py` (best of several runs, one CPU thread). Ratios",
+        f"Produced by `{data['command']}` at commit `{str(data['git_commit'])[:12]}` (best of "
+        f"{data['config']['repeats']} runs, one CPU thread; raw seconds in `metrics.json`). Ratios",
         "are against baselines measured in the same run; absolute seconds depend on the machine.",
         "",
         "| what | seconds | ratio |",
         "|---|---:|---:|",
     ]
-    lines += [f"| {label} | {seconds:.4f} | {ratio} |" for label, seconds, ratio in rows]
-    lines += ["", "## Machine", "", machine_description(), ""]
+    lines += [f"| {label} | {seconds:.4f} | {ratio} |" for label, seconds, ratio in rows(data)]
+    lines += ["", "## Machine", "", data["machine_text"], ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions per case (best is kept)")
-    parser.add_argument("--output", type=Path, default=None, help="also write the markdown table here")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="also write the markdown table here (and its raw .json beside it)"
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    text = to_markdown(run(args.repeats))
+    data = {
+        **provenance_record(),
+        "config": {"repeats": args.repeats},
+        "baseline_n": BASELINE_N,
+        "large_n": LARGE_N,
+        "machine_text": machine_description(),
+        "seconds": run(args.repeats),
+    }
+    text = render(data)
     print(text)
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
+        write_json(args.output.with_suffix(".json"), data)
+        atomic_write_text(args.output, text)
     return 0
 
 

@@ -26,7 +26,6 @@ and ``.md`` (``..._<profile>_<results root>.*`` for a grid outside ``results/abl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -35,7 +34,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from opcc_edu.io import atomic_write_text
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine  # noqa: E402
 from bench_training import held_out_mse_per_dim  # noqa: E402
 
@@ -97,21 +99,37 @@ def measure(ablation: str, profile: str, seeds: int, environments: list[str], re
     return results
 
 
-def text(results: dict, args, host: dict) -> str:
+def profile_sizes(profile: str) -> dict:
     from opcc_edu.config import get_profile
 
-    prof = get_profile(args.profile)
-    relative = args.results.relative_to(RESULTS.parents[1].resolve())
-    results_option = f" --results {relative}" if results_suffix(args.results) else ""
+    prof = get_profile(profile)
+    return {
+        "ensemble_size": prof.ensemble_size,
+        "hidden_sizes": list(prof.hidden_sizes),
+        "dynamics_train_steps": prof.dynamics_train_steps,
+        "batch_size": prof.batch_size,
+    }
+
+
+def render(data: dict) -> str:
+    """The report, from the raw record alone (a record written before the profile's sizes were
+    recorded reads them from the profile)."""
+    c, host, results = data["config"], data["machine"], data["results"]
+    prof = data.get("profile_sizes") or profile_sizes(c["profile"])
+    grid = Path(c["results"])
+    results_option = f" --results {grid}" if results_suffix(RESULTS.parents[1] / grid) else ""
+    command = data.get("command") or (
+        f"python benchmarks/bench_model_error.py --ablation {c['ablation']} --profile {c['profile']} "
+        f"--seeds {c['seeds']}{results_option} {' '.join(c['environments'])}"
+    )
     lines = [
-        f"# One-step error of the `{args.ablation}` grid's ensembles, profile `{args.profile}`",
+        f"# One-step error of the `{c['ablation']}` grid's ensembles, profile `{c['profile']}`",
         "",
-        f"`python benchmarks/bench_model_error.py --ablation {args.ablation} --profile {args.profile} "
-        f"--seeds {args.seeds}{results_option} {' '.join(args.environments)}` (the runs of "
-        f"`{args.results.relative_to(RESULTS.parents[1])}`, at the data size its `meta.json` records) "
+        f"`{command}` (the runs of "
+        f"`{grid}`, at the data size its `meta.json` records) "
         f"on {host['cpu']}, torch {host['torch']}. "
-        f"Profile `{args.profile}`: {prof.ensemble_size} members of {list(prof.hidden_sizes)}, "
-        f"{prof.dynamics_train_steps} gradient steps of {prof.batch_size} rows per member. Each run's own "
+        f"Profile `{c['profile']}`: {prof['ensemble_size']} members of {prof['hidden_sizes']}, "
+        f"{prof['dynamics_train_steps']} gradient steps of {prof['batch_size']} rows per member. Each run's own "
         "ensemble (the grid's configuration and seed, through the ensemble cache), scored on the "
         "transitions its training held out: one-step MSE per target dimension in standardised units, "
         "mean over members and dimensions; the autoregressive model predicts each dimension from its own "
@@ -163,10 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     results = measure(args.ablation, args.profile, args.seeds, args.environments, args.results)
     host["load_average_end"] = os.getloadavg()
     stem = RESULTS / f"model_error_{args.ablation}_{args.profile}{results_suffix(args.results)}"
-    meta = {"machine": host, "config": {**vars(args), "results": str(args.results.relative_to(RESULTS.parents[1]))}}
-    stem.with_suffix(".json").write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
-    report = text(results, args, host)
-    stem.with_suffix(".md").write_text(report)
+    meta = {
+        **provenance_record(),
+        "machine": host,
+        "config": {**vars(args), "results": str(args.results.relative_to(RESULTS.parents[1]))},
+        "profile_sizes": profile_sizes(args.profile),
+    }
+    write_json(stem.with_suffix(".json"), {**meta, "results": results})
+    report = render({**meta, "results": results})
+    atomic_write_text(stem.with_suffix(".md"), report)
     print(report)
     return 0
 

@@ -42,6 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
+from opcc_edu.io import atomic_write_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"
 SUBSET = 300
@@ -184,7 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     from opcc_edu.config import get_profile
     from opcc_edu.datasets.maze import generate_maze_dataset
     from opcc_edu.envs import get_spec
-    from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
 
     for env in args.envs:
         if not get_spec(env).is_maze:
@@ -194,32 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(2)
     prof = get_profile(args.profile)
     started = time.perf_counter()
-    lines = [
-        f"# Learned maze reward: head, inputs, data and fit length ({args.profile} profile)",
-        "",
-        f"Written by `python benchmarks/bench_reward_fit.py --profile {args.profile} --seeds {args.seeds} "
-        + " ".join(args.envs)
-        + "`. One reward network per cell and seed, of a member's shape "
-        f"({'x'.join(str(h) for h in prof.hidden_sizes)}, {prof.dynamics_train_steps} steps of "
-        f"{prof.batch_size} rows), trained on {prof.dataset_size:,} navigation transitions (dataset seed 0) "
-        "and paid on the simulator's own query trajectories (the decomposition's *learned reward on "
-        f"true states*), on the fixed subset of {SUBSET} queries per set. Cells: mean ± 95% t-interval "
-        f"over seeds 0..{args.seeds - 1} (network seeds; the data is the same).",
-        "",
-        "Data: `recipe` is the shipped navigation recipe (action noise 0.5, D4RL's), `wider` the same "
-        "with action noise 1.0. The same-state column gives, in brackets, how many of the 300 queries "
-        "start both sides from one state: where they are few its interval means little.",
-        "",
-        "| environment | queries | variant | data | step reward error | EV loss | same-state EV loss (queries) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    cells = []
     for env in args.envs:
         sets = {recipe: _trajectories(env, recipe, args.profile) for recipe in ("paper", "hard")}
         datasets = {
             name: generate_maze_dataset(env, prof.dataset_size, seed=0, action_noise=noise, progress=False)
             for name, noise in NOISE.items()
         }
-        rows = {recipe: [] for recipe in sets}
         for name, data_name, head, inputs, mult, early_stop in VARIANTS:
             scores = {recipe: [] for recipe in sets}
             for seed in range(args.seeds):
@@ -234,27 +219,87 @@ def main(argv: list[str] | None = None) -> int:
                     early_stop,
                 )
                 for recipe, (queries, trajectories) in sets.items():
-                    scores[recipe].append(_score(predict, queries, trajectories))
+                    scores[recipe].append({k: float(v) for k, v in _score(predict, queries, trajectories).items()})
             for recipe, runs in scores.items():
-                cells = [
-                    format_mean_ci(*mean_confidence_interval([r[key] for r in runs]))
-                    for key in ("step_error", "ev_loss", "same_state")
-                ]
-                cells[-1] += f" ({int(np.sum(sets[recipe][0].same_state))})"
-                rows[recipe].append(f"| {env} | {recipe} | {name} | {data_name} | " + " | ".join(cells) + " |")
-                print(rows[recipe][-1], flush=True)
-        lines += rows["paper"] + rows["hard"]
-    lines += [
-        "",
-        f"{time.perf_counter() - started:.0f} s on {platform.machine()}, {torch.get_num_threads()} threads; "
-        f"Python {platform.python_version()}.",
-        "",
-    ]
+                cells.append(
+                    {
+                        "env": env,
+                        "recipe": recipe,
+                        "variant": name,
+                        "data": data_name,
+                        "same_state_queries": int(np.sum(sets[recipe][0].same_state)),
+                        "seeds": runs,
+                    }
+                )
+                print(_row(cells[-1]), flush=True)
+    record = {
+        **provenance_record(),
+        "profile": args.profile,
+        "envs": list(args.envs),
+        "seeds": args.seeds,
+        "sizes": {
+            "hidden_sizes": list(prof.hidden_sizes),
+            "dynamics_train_steps": prof.dynamics_train_steps,
+            "batch_size": prof.batch_size,
+            "dataset_size": prof.dataset_size,
+            "subset": SUBSET,
+        },
+        "wall_seconds": time.perf_counter() - started,
+        "platform_machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "cells": cells,
+    }
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"reward_fit_{args.profile}.md"
-    path.write_text("\n".join(lines))
+    write_json(path.with_suffix(".json"), record)
+    atomic_write_text(path, render(record))
     print(f"wrote {path}")
     return 0
+
+
+def _row(cell: dict) -> str:
+    from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
+
+    texts = [
+        format_mean_ci(*mean_confidence_interval([r[key] for r in cell["seeds"]]))
+        for key in ("step_error", "ev_loss", "same_state")
+    ]
+    texts[-1] += f" ({cell['same_state_queries']})"
+    return f"| {cell['env']} | {cell['recipe']} | {cell['variant']} | {cell['data']} | " + " | ".join(texts) + " |"
+
+
+def render(data: dict) -> str:
+    """The report, from the raw record alone (per environment the paper set's rows, then the hard set's)."""
+    z, seeds = data["sizes"], data["seeds"]
+    lines = [
+        f"# Learned maze reward: head, inputs, data and fit length ({data['profile']} profile)",
+        "",
+        f"Written by `{data['command']}` at commit `{str(data['git_commit'])[:12]}` (raw numbers in "
+        f"`reward_fit_{data['profile']}.json`). One reward network per cell and seed, of a member's shape "
+        f"({'x'.join(str(h) for h in z['hidden_sizes'])}, {z['dynamics_train_steps']} steps of "
+        f"{z['batch_size']} rows), trained on {z['dataset_size']:,} navigation transitions (dataset seed 0) "
+        "and paid on the simulator's own query trajectories (the decomposition's *learned reward on "
+        f"true states*), on the fixed subset of {z['subset']} queries per set. Cells: mean ± 95% t-interval "
+        f"over seeds 0..{seeds - 1} (network seeds; the data is the same).",
+        "",
+        "Data: `recipe` is the shipped navigation recipe (action noise 0.5, D4RL's), `wider` the same "
+        f"with action noise 1.0. The same-state column gives, in brackets, how many of the {z['subset']} queries "
+        "start both sides from one state: where they are few its interval means little.",
+        "",
+        "| environment | queries | variant | data | step reward error | EV loss | same-state EV loss (queries) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for env in data["envs"]:
+        for recipe in ("paper", "hard"):
+            lines += [_row(c) for c in data["cells"] if c["env"] == env and c["recipe"] == recipe]
+    lines += [
+        "",
+        f"{data['wall_seconds']:.0f} s on {data['platform_machine']}, {data['threads']} threads; "
+        f"Python {data['python']}.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from torch import nn
 from opcc_edu.baselines import EnsembleConfig
 from opcc_edu.dynamics import build_ensemble, rollout_values
 from opcc_edu.envs import termination_fn
+from opcc_edu.io import atomic_write_text
 
 D, A, HIDDEN, POLICY_HIDDEN, POLICIES = 17, 6, (200, 200, 200, 200), (64, 64), 4
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -318,11 +319,19 @@ def summarize(results: dict) -> str:
         f"torch {results['machine']['torch']} with {results['machine']['torch_threads']} thread(s); "
         f"load average at start {tuple(round(x, 2) for x in results['machine']['load_average_start'])} "
         "(the machine is shared: best of interleaved repeats).",
+        *(
+            [f"Command: `{results['command']}` at commit `{str(results.get('git_commit'))[:12]}`."]
+            if results.get("command")
+            else []
+        ),
         "GPU: the measurement is still open (no GPU on this machine). Its targets: at least 30x the "
         "reference design on the same GPU in the same run, and at least 1e8 member-steps/s on an H100-class "
         "GPU for M = 100, N = 1500, h = 50 and this model, with the largest (N, M) that fits. Without a GPU, "
         "tests/core/test_device_clean.py checks the GPU path: no host synchronisation in the step loop (counted "
-        "per call, whatever the horizon) and chunks sized to half the device's free memory.",
+        "per call, whatever the horizon) and chunks sized to half the device's free memory. The GPU "
+        "measurement is prepared: `bash benchmarks/device/run.sh OUTDIR --device cuda` (at most 8 minutes; "
+        "benchmarks/device/README.md) times these designs and the GEMM floor on the GPU in one run, for M = 10 "
+        "and 100, and reports each target as met or not; its numbers are pending its first run on a GPU.",
         "",
         f"Setup: D = {D}, A = {A}, model 4x200 SiLU (MBPO), {POLICIES} policies 2x64 tanh, "
         f"{results['config']['sides']} query sides (N = {results['config']['sides'] // 2} queries), "
@@ -404,11 +413,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.summarize_only:
         text = summarize(json.loads(args.out.with_suffix(".json").read_text()))
-        args.out.with_suffix(".md").write_text(text)
+        atomic_write_text(args.out.with_suffix(".md"), text)
         print(text)
         return 0
     torch.set_num_threads(args.threads)
+    from bench_record import provenance_record
+
     results = {
+        **provenance_record(),
         "machine": machine(),
         "config": {**vars(args), "out": str(args.out), "sides": 2 * args.queries},
         "runs": [],
@@ -427,9 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     results["machine"]["load_average_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(results, indent=2) + "\n")
     text = summarize(results)
-    args.out.with_suffix(".md").write_text(text)
+    atomic_write_text(args.out.with_suffix(".md"), text)
     print(text)
     return 0
 

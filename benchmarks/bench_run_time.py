@@ -33,7 +33,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine  # noqa: E402
+
+from opcc_edu.io import atomic_write_text  # noqa: E402
 
 BUDGET_SECONDS = {"tiny": 60.0, "classroom": 180.0}
 """The wall-time budget of one ``opcc-edu run`` per profile (the answer-quality targets)."""
@@ -94,12 +97,17 @@ def time_run(profile: str, env: str, threads: int = 2, seed: int = 0) -> dict:
     }
 
 
-def report(profile: str, rows: list[dict], info: dict) -> Path:
-    budget = BUDGET_SECONDS.get(profile)
+def render(data: dict, profile: str | None = None) -> str:
+    """The report, from the raw record alone (``profile``: for a record written before it held
+    its profile and budget, the profile its file name gives; the budget is then the script's)."""
+    profile = data.get("profile", profile)
+    rows, info = data["runs"], data["machine"]
+    budget = data["budget_seconds"] if "budget_seconds" in data else BUDGET_SECONDS.get(profile)
+    command = data.get("command") or f"python benchmarks/bench_run_time.py --profile {profile} ..."
     lines = [
         f"# `opcc-edu run` wall time ({profile} profile)",
         "",
-        f"Written by `python benchmarks/bench_run_time.py --profile {profile} ...`: one `opcc-edu run` per "
+        f"Written by `{command}`: one `opcc-edu run` per "
         "environment in a child process, 2 threads, `--no-cache` (training included), seed 0, the default "
         "dataset (generated or read beforehand and timed apart). Budget ratio = wall / "
         + (f"{budget:.0f} s (at most 1 meets the target)." if budget else "no budget for this profile."),
@@ -139,10 +147,22 @@ def report(profile: str, rows: list[dict], info: dict) -> Path:
         f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch {info['torch']}, "
         f"Python {info['python']}, {info['platform']}.",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def report(profile: str, rows: list[dict], info: dict) -> Path:
+    """Write ``run_time_<profile>.json`` (the raw record) and the report rendered from it."""
+    data = {
+        **provenance_record(),
+        "profile": profile,
+        "budget_seconds": BUDGET_SECONDS.get(profile),
+        "machine": info,
+        "runs": rows,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
+    write_json(RESULTS / f"run_time_{profile}.json", data)
     out = RESULTS / f"run_time_{profile}.md"
-    out.write_text("\n".join(lines) + "\n")
-    (RESULTS / f"run_time_{profile}.json").write_text(json.dumps({"machine": info, "runs": rows}, indent=1) + "\n")
+    atomic_write_text(out, render(data))
     return out
 
 

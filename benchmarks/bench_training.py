@@ -42,8 +42,10 @@ from torch import nn
 
 from opcc_edu.baselines import EnsembleConfig
 from opcc_edu.dynamics import build_ensemble, train_dynamics
+from opcc_edu.io import atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine, synthetic_transitions  # noqa: E402
 
 D, A, HIDDEN = 17, 6, (200, 200, 200, 200)
@@ -146,19 +148,33 @@ def run_ar_budget(args) -> dict:
     return results
 
 
-def ar_text(results: dict, args, host: dict) -> str:
+def _profile_sizes(profile: str) -> dict:
     from opcc_edu.config import get_profile
 
-    prof = get_profile(args.profile)
+    prof = get_profile(profile)
+    return {
+        "ensemble_size": prof.ensemble_size,
+        "hidden_sizes": list(prof.hidden_sizes),
+        "dynamics_train_steps": prof.dynamics_train_steps,
+        "batch_size": prof.batch_size,
+    }
+
+
+def ar_text(record: dict) -> str:
+    """The ``--model-type ar`` section, from its raw record alone (a record written before the
+    profile's sizes were recorded reads them from the profile)."""
+    results, host, c = record["results"], record["machine"], record["config"]
+    prof = record.get("profile_sizes") or _profile_sizes(c["profile"])
+    command = record.get("command") or f"python benchmarks/bench_training.py --model-type ar --profile {c['profile']}"
     load = tuple(round(x, 2) for x in host["load_average_start"])
     lines = [
         AR_SECTION,
         "",
-        f"`python benchmarks/bench_training.py --model-type ar --profile {args.profile}` on {host['cpu']}, "
+        f"`{command}` on {host['cpu']}, "
         f"{host['logical_cpus']} logical CPUs, torch {host['torch']}, load average at start {load} (shared "
-        f"machine; best of {args.repeats} interleaved repeats, {args.threads} torch thread). Profile `{args.profile}`: "
-        f"{prof.ensemble_size} members of {list(prof.hidden_sizes)} SiLU, {prof.dynamics_train_steps} gradient "
-        f"steps of {prof.batch_size} rows per member, the same for every model. `ar-one` teaches one random "
+        f"machine; best of {c['repeats']} interleaved repeats, {c['threads']} torch thread). Profile `{c['profile']}`: "
+        f"{prof['ensemble_size']} members of {prof['hidden_sizes']} SiLU, {prof['dynamics_train_steps']} gradient "
+        f"steps of {prof['batch_size']} rows per member, the same for every model. `ar-one` teaches one random "
         "target dimension per row (the objective before `ar_targets` existed, bit-for-bit the same weights), "
         "`ar-all` every dimension of every row (teacher forcing; the default).",
         "",
@@ -206,17 +222,49 @@ def ar_text(results: dict, args, host: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, heading: str, text: str) -> None:
-    """Replace the section of ``path`` that starts with ``heading`` (up to the next ``## ``
-    heading), or append it."""
-    old = path.read_text() if path.exists() else ""
-    start = old.find(heading)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = old.find("\n## ", start + len(heading))
-        new = old[:start] + text + (old[end + 1 :] if end >= 0 else "")
-    path.write_text(new)
+def ff_text(results: dict) -> str:
+    """The feed-forward section, from its raw record alone."""
+    wall, cpu, c, m = results["samples_per_s_wall"], results["samples_per_s_cpu"], results["config"], results["machine"]
+    command = []
+    if results.get("command"):
+        command = [f"Command: `{results['command']}` at commit `{str(results.get('git_commit'))[:12]}`.", ""]
+    return "\n".join(
+        [
+            "# Training throughput (benchmarks/bench_training.py)",
+            "",
+            f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, torch "
+            f"{m['torch']} with {m['torch_threads']} thread(s); "
+            "load average at start "
+            f"{tuple(round(x, 2) for x in m['load_average_start'])} (shared machine: best of "
+            f"{c['repeats']} interleaved repeats). GPU: the measurement is still open (no GPU on this machine); "
+            "tests/core/test_device_clean.py checks without one that the step loop never waits for the device.",
+            "",
+            *command,
+            f"M = {c['members']} members, D = {D}, A = {A}, 4x200 SiLU, batch {c['batch_size']} per member, "
+            f"{c['steps']} gradient steps; member-samples per second.",
+            "",
+            "| design | samples/s (wall) | samples/s (CPU time) |",
+            "|---|---|---|",
+            f"| batched (train_dynamics) | {wall['batched']:,.0f} | {cpu['batched']:,.0f} |",
+            f"| member loop | {wall['member_loop']:,.0f} | {cpu['member_loop']:,.0f} |",
+            "",
+            f"Speed-up of the batched design: {wall['batched'] / wall['member_loop']:.2f}x (wall), "
+            f"{cpu['batched'] / cpu['member_loop']:.2f}x (CPU time).",
+            "",
+        ]
+    )
+
+
+def render(ff: dict, ar: dict | None) -> str:
+    """``training.md``: the feed-forward section, then the autoregressive one when recorded."""
+    return ff_text(ff) + ("\n" + ar_text(ar) if ar is not None else "")
+
+
+def _write_report(out: Path) -> None:
+    ff_path, ar_path = out.with_suffix(".json"), out.with_name(out.name + "_ar.json")
+    ff = json.loads(ff_path.read_text())
+    ar = json.loads(ar_path.read_text()) if ar_path.exists() else None
+    atomic_write_text(out.with_suffix(".md"), render(ff, ar))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,16 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.model_type == "ar":
         results = run_ar_budget(args)
         meta = {
+            **provenance_record(),
             "machine": {**machine(), "load_average_end": os.getloadavg()},
             "config": {**vars(args), "out": str(args.out)},
+            "profile_sizes": _profile_sizes(args.profile),
         }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_name(args.out.name + "_ar.json").write_text(
-            json.dumps({**meta, "results": results}, indent=2) + "\n"
-        )
-        text = ar_text(results, args, meta["machine"])
-        write_section(args.out.with_suffix(".md"), AR_SECTION, text)
-        print(text)
+        write_json(args.out.with_name(args.out.name + "_ar.json"), {**meta, "results": results})
+        _write_report(args.out)
+        print(ar_text({**meta, "results": results}))
         return 0
     data = dataset(args.transitions)
     best = {"batched": [np.inf, np.inf], "member_loop": [np.inf, np.inf]}
@@ -258,43 +304,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<12} wall {wall:6.2f}s cpu {cpu:6.2f}s", flush=True)
     samples = args.members * args.batch_size * args.steps
     results = {
+        **provenance_record(),
         "machine": {**machine(), "load_average_end": os.getloadavg()},
         "config": {**vars(args), "out": str(args.out)},
         "samples_per_s_wall": {k: samples / v[0] for k, v in best.items()},
         "samples_per_s_cpu": {k: samples / v[1] for k, v in best.items()},
     }
-    wall, cpu = results["samples_per_s_wall"], results["samples_per_s_cpu"]
-    text = "\n".join(
-        [
-            "# Training throughput (benchmarks/bench_training.py)",
-            "",
-            f"Machine: {results['machine']['cpu']}, {results['machine']['logical_cpus']} logical CPUs, torch "
-            f"{results['machine']['torch']} with {results['machine']['torch_threads']} thread(s); "
-            "load average at start "
-            f"{tuple(round(x, 2) for x in results['machine']['load_average_start'])} (shared machine: best of "
-            f"{args.repeats} interleaved repeats). GPU: the measurement is still open (no GPU on this machine); "
-            "tests/core/test_device_clean.py checks without one that the step loop never waits for the device.",
-            "",
-            f"M = {args.members} members, D = {D}, A = {A}, 4x200 SiLU, batch {args.batch_size} per member, "
-            f"{args.steps} gradient steps; member-samples per second.",
-            "",
-            "| design | samples/s (wall) | samples/s (CPU time) |",
-            "|---|---|---|",
-            f"| batched (train_dynamics) | {wall['batched']:,.0f} | {cpu['batched']:,.0f} |",
-            f"| member loop | {wall['member_loop']:,.0f} | {cpu['member_loop']:,.0f} |",
-            "",
-            f"Speed-up of the batched design: {wall['batched'] / wall['member_loop']:.2f}x (wall), "
-            f"{cpu['batched'] / cpu['member_loop']:.2f}x (CPU time).",
-            "",
-        ]
-    )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    md = args.out.with_suffix(".md")
-    kept = md.read_text() if md.exists() else ""
-    kept = kept[kept.find(AR_SECTION) :] if AR_SECTION in kept else ""  # the --model-type ar section stays
-    md.write_text(text + ("\n" + kept if kept else ""))
-    print(text)
+    write_json(args.out.with_suffix(".json"), results)
+    _write_report(args.out)
+    print(ff_text(results))
     return 0
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -155,6 +156,15 @@ def summarize(result: dict) -> str:
         "Each throughput has two bases: process CPU time (one dedicated core) and wall time on the shared machine "
         "the benchmark ran on; the two bracket a run. GPU: not estimated, no GPU measurement exists yet.",
         "",
+        *(
+            [
+                f"Command: `{result['provenance']['command']}` at commit "
+                f"`{str(result['provenance'].get('git_commit'))[:12]}` (raw numbers in `paper_scale.json`).",
+                "",
+            ]
+            if "provenance" in result
+            else []
+        ),
         "## Inputs (measured)",
         "",
         "| what | CPU-time basis | wall basis | source |",
@@ -222,7 +232,10 @@ def summarize(result: dict) -> str:
 
 
 def main() -> None:
-    result = estimate()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_record import provenance_record
+
+    result = {"provenance": provenance_record(), **estimate()}
     atomic_write_text(RESULTS / "paper_scale.json", json.dumps(result, indent=2) + "\n")
     text = summarize(result)
     atomic_write_text(RESULTS / "paper_scale.md", text)

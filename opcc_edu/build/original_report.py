@@ -201,3 +201,146 @@ def cause_table(causes: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
             cells.append(f"{row['median_delta_per_step']:.4f}")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Our answers to the original queries: raw record -> rows -> tables
+# --------------------------------------------------------------------------------------------
+#: The answer tables' heading in ``original_benchmark.md`` (the profile follows it).
+ANSWERS_HEADING = "## Our ensemble on the original queries"
+#: Environments whose classroom device runs used the older clip box (``--clip transitions``).
+OLDER_CLIP_BOX = ("hopper", "walker2d")
+
+
+def find_original_answers(start: str | os.PathLike | None = None) -> Path | None:
+    """The raw record of our answers to the original queries, ``original_benchmark.json``
+    beside the benchmark reports (``benchmarks/results``), searched from ``start`` (default: the
+    working directory) upwards, next to the package's source tree, then above
+    ``$OPCC_EDU_RESULTS`` (a checkout's results store, as the Colab cell sets it); ``None``
+    where there is none (a wheel alone)."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    folders = [here, *here.parents, Path(__file__).resolve().parents[2]]
+    if os.environ.get("OPCC_EDU_RESULTS"):  # a checkout's results store (as on Colab): its repository
+        folders += list(Path(os.environ["OPCC_EDU_RESULTS"]).resolve().parents)
+    for folder in folders:
+        candidate = folder / "benchmarks" / "results" / "original_benchmark.json"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _classroom_runs(classroom: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [run for run in classroom["results"] if run.get("kind", "ensemble") != "heuristic"]
+
+
+def answer_rows(
+    data: Mapping[str, Any], profile: str = "tiny", classroom: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per environment, our EV ensembles' and the no-model rule's scores on the original queries.
+
+    Args:
+        data: the raw record ``benchmarks/original_benchmark.py`` writes (its ``runs`` are the
+            tiny profile's; ``rule`` holds the rule at each profile's query subset, ``paper``
+            the paper's cells).
+        profile: ``"tiny"`` (the runs in ``data``) or ``"classroom"`` (the runs of ``classroom``).
+        classroom: the classroom device record (``benchmarks/original_device/classroom_original.json``),
+            needed for ``profile="classroom"``.
+
+    Returns:
+        ``{env: {"seeds", "aurcc", "loss" (one per seed, seed order), "n" (queries),
+        "rule_loss", "rule_aurcc", "paper_aurcc", "paper_loss", "paper_aurcc_ci",
+        "paper_loss_ci"}}`` in the order of ``data["envs"]``, environments without runs left out.
+    """
+    if profile == "classroom":
+        if classroom is None:
+            raise ValueError("the classroom rows need the classroom device record")
+        runs = _classroom_runs(classroom)
+    elif profile == "tiny":
+        runs = list(data["runs"])
+    else:
+        raise ValueError(f"no runs at profile {profile!r}: tiny or classroom")
+    rows: dict[str, dict[str, Any]] = {}
+    for env in data["envs"]:
+        mine = sorted((r for r in runs if r["env"] == env), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        ev = [r["metrics"]["ev"]["all"] for r in mine]
+        rule = data["rule"][profile][env]
+        paper = data["paper"][env]
+        rows[env] = {
+            "seeds": [int(r["seed"]) for r in mine],
+            "aurcc": [float(m["aurcc"]) for m in ev],
+            "loss": [float(m["loss"]) for m in ev],
+            "n": int(mine[0]["n_queries"]),
+            "rule_loss": float(rule["loss"]),
+            "rule_aurcc": float(rule["aurcc"]),
+            **{f"paper_{k}": float(v) for k, v in paper.items() if k in ("aurcc", "loss", "aurcc_ci", "loss_ci")},
+        }
+    return rows
+
+
+def load_original_answers(
+    profile: str = "tiny", path: str | os.PathLike | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Our EV ensembles' and the no-model rule's scores on the original queries, read from the
+    stored record (:func:`find_original_answers`), and how those runs were made.
+
+    Returns:
+        ``(rows, runs)``: :func:`answer_rows` of the profile, and ``{"profile", "seeds",
+        "ensemble_size", "train_steps", "dataset_size", "queries", "threads"}`` of its runs.
+
+    Raises:
+        FileNotFoundError: no record found (a wheel without the repository).
+    """
+    path = find_original_answers() if path is None else Path(path)
+    if path is None or not Path(path).is_file():
+        raise FileNotFoundError("no original_benchmark.json: run the package from its repository")
+    data = json.loads(Path(path).read_text())
+    classroom = None
+    if profile == "classroom":
+        classroom = json.loads((Path(path).parents[1] / "original_device" / "classroom_original.json").read_text())
+    rows = answer_rows(data, profile, classroom)
+    runs = (classroom or data)["results" if classroom else "runs"]
+    first = next(r for r in runs if r.get("kind", "ensemble") != "heuristic")
+    sizes = data["profiles"][profile]
+    about = {
+        "profile": profile,
+        "seeds": sorted({s for row in rows.values() for s in row["seeds"]}),
+        "ensemble_size": int(first["ensemble_size"] if classroom else first["config"]["ensemble_size"]),
+        "train_steps": int(first["train_steps"] if classroom else first["config"]["train_steps"]),
+        "dataset_size": int(sizes["dataset_size"]),
+        "queries": int(sizes["queries_per_env"]),
+        "threads": data.get("threads") if profile == "tiny" else None,
+    }
+    return rows, about
+
+
+def answer_table(rows: Mapping[str, Mapping[str, Any]], older_box: tuple[str, ...] = ()) -> str:
+    """Markdown table of :func:`answer_rows`: mean ± standard deviation over seeds."""
+    head = "| environment | queries | seeds | EV AURCC (ours) | paper | EV loss (ours) | paper | no-model rule loss |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for env, row in rows.items():
+        cells = {}
+        for key in ("aurcc", "loss"):
+            values = np.asarray(row[key], dtype=float)
+            spread = f" ± {np.std(values):.3f}" if len(values) > 1 else ""
+            cells[key] = f"{np.mean(values):.3f}{spread}"
+        name = f"{env} (older clip box)" if env in older_box else env
+        lines.append(
+            f"| {name} | {row['n']} | {len(row['loss'])} | {cells['aurcc']} | {row['paper_aurcc']:.3f} | "
+            f"{cells['loss']} | {row['paper_loss']:.3f} | {row['rule_loss']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def superseded_rule(data: Mapping[str, Any], classroom: Mapping[str, Any], tolerance: float = 5e-4) -> dict[str, float]:
+    """``{env: loss}`` of the rule as the classroom device record holds it, where it differs from
+    the rule recomputed in ``data`` (the device run scored an earlier version of the rule)."""
+    out = {}
+    for record in classroom.get("heuristic", []):
+        env = record["env"]
+        old = float(record["metrics"]["heuristic"]["all"]["loss"])
+        new = data["rule"]["classroom"].get(env, {}).get("loss")
+        if new is not None and abs(old - float(new)) > tolerance:
+            out[env] = old
+    return out

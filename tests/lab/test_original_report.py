@@ -48,3 +48,24 @@ def test_the_check_can_fail(tmp_path):
     data["metrics"]["ev"]["all"]["loss"] += 0.1
     path.write_text(json.dumps(data))
     assert script._answer_table(script._tiny_rows(copy), "tiny") != before
+
+
+def test_the_stored_runs_and_the_benchmark_record_agree():
+    """The runs under results/original/tiny and the record benchmarks/original_benchmark.py wrote
+    (every model trained afresh at a later commit, one thread) hold the same EV scores, run for run."""
+    from opcc_edu.build.original_report import answer_rows, load_original_answers, load_original_runs
+
+    runs = ROOT / "results" / "original" / "tiny"
+    record = ROOT / "benchmarks" / "results" / "original_benchmark.json"
+    if not (runs.is_dir() and record.is_file()):
+        pytest.skip("no committed runs or record")
+    stored = load_original_runs(runs)
+    rows = answer_rows(json.loads(record.read_text()), "tiny")
+    assert set(rows) == set(stored)
+    for env, row in rows.items():
+        assert row["seeds"] == stored[env]["seeds"] == [0, 1, 2]
+        assert row["loss"] == stored[env]["loss"] and row["aurcc"] == stored[env]["aurcc"], env
+    # the lesson's reader returns the same rows, and says which runs they are
+    read, about = load_original_answers(path=record)
+    assert read == rows
+    assert about["seeds"] == [0, 1, 2] and about["threads"] == 1 and about["queries"] == 300
