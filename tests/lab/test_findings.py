@@ -42,13 +42,13 @@ def test_trend_verdict_reads_the_smallest_and_largest_level_numerically():
     )
     assert findings.trend_verdict(table, level_prefix="h=") == [
         "hopper: AURCC h=10 0.050 -> h=50 0.150: grows (separated)",
-        "maze2d-open: AURCC h=20 0.300 -> h=100 0.250: does not grow (intervals overlap)",
+        "maze2d-open: AURCC h=20 0.300 -> h=100 0.250: does not grow (not separated)",
     ]
 
 
 def test_trend_verdict_counts_missing_intervals_as_overlapping():
     table = _table([("hopper", "10", "aurcc", 0.1, np.nan), ("hopper", "50", "aurcc", 0.9, np.nan)])
-    assert findings.trend_verdict(table) == ["hopper: AURCC 10 0.100 -> 50 0.900: grows (intervals overlap)"]
+    assert findings.trend_verdict(table) == ["hopper: AURCC 10 0.100 -> 50 0.900: grows (not separated)"]
 
 
 def test_contrast_verdict_judges_each_expectation():
@@ -124,7 +124,7 @@ def test_level_difference_verdict_names_the_levels_by_their_display_names():
     )
     assert findings.level_difference_verdict(table, "prior-scale") == [
         "hopper: AURCC lower with 5 than with 0 (no prior) by 0.100 (separated)",
-        "walker2d: AURCC higher with 5 than with 0 (no prior) by 0.020 (intervals overlap)",
+        "walker2d: AURCC higher with 5 than with 0 (no prior) by 0.020 (not separated)",
     ]
 
 

@@ -20,7 +20,9 @@ steps:
 
 Verdicts return a :class:`Verdict`: their lines (a list of strings, tested and printed alike)
 with the outcome per environment -- reproduced, reversed or inconclusive (:data:`VERDICTS`) --
-and :attr:`Verdict.overall`. :func:`findings_at_a_glance` judges every finding of the paper
+and :attr:`Verdict.overall`. Every difference is judged by one rule, stated once in
+:mod:`opcc_edu.lab.findings.rule`: a 95% interval paired by seed, floored, against zero and
+against a margin scaled to the metric. :func:`findings_at_a_glance` judges every finding of the paper
 (:data:`FINDINGS`) on every committed set of results; :func:`glance_table` shows it, each
 finding linked to its chapter.
 """
@@ -64,6 +66,16 @@ from .results import (
     show_tie_fair,
     voting_prefix_explorer,
 )
+from .rule import (
+    SIZE_FACTOR,
+    DifferenceInterval,
+    difference_interval,
+    half_width_floor,
+    paired_differences,
+    size_statement,
+    twin_runs,
+    with_runs,
+)
 from .verdicts import (
     DATASET_TYPES,
     EQUIVALENCE_MARGINS,
@@ -100,6 +112,14 @@ __all__ = [
     "paper_margin_agreement",
     "equivalence_margin",
     "difference_half_width",
+    "difference_interval",
+    "DifferenceInterval",
+    "half_width_floor",
+    "paired_differences",
+    "size_statement",
+    "SIZE_FACTOR",
+    "twin_runs",
+    "with_runs",
     "comparability_notes",
     "EQUIVALENCE_MARGINS",
     "Expectation",

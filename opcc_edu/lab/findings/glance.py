@@ -23,8 +23,8 @@ from ...display import Table
 from ...names import METRICS
 from .. import experiments as ex
 from ..experiments.report import profile_directories
+from .rule import EQUIVALENCE_MARGINS, equivalence_margin, paper_difference, with_runs
 from .verdicts import (
-    EQUIVALENCE_MARGINS,
     Expectation,
     Verdict,
     contrast_verdict,
@@ -52,8 +52,9 @@ __all__ = [
 GLANCE_CAPTION = (
     "One row per finding of the paper; per set of committed results (profile, query recipe), our verdict: "
     "reproduced, reversed or inconclusive, for a majority of the environments judged (the counts in brackets), "
-    "read from 95% intervals (a finding of no difference is reproduced only when the difference's interval lies "
-    "inside the metric's equivalence margin, e.g. ±0.01 AURCC); an environment enters once every cell has two runs "
+    "read from each difference's 95% interval, paired by seed (a finding of no difference is reproduced only when "
+    "that interval lies inside the metric's equivalence margin, e.g. ±0.01 AURCC, less where the metric is "
+    "small); an environment enters once every cell has two runs "
     "or more (one run has no interval). A note in square brackets marks a verdict not comparable with the paper's: "
     "locomotion cells on fewer datasets than the five the paper averages, or one environment only. "
     "– : no result of that ablation in that set."
@@ -86,7 +87,8 @@ def _both(first: Verdict, second: Verdict) -> Verdict:
 
     keys = list(dict.fromkeys([*first.outcomes, *second.outcomes]))
     outcomes = {key: combine_outcomes([v.outcomes[key] for v in (first, second) if key in v.outcomes]) for key in keys}
-    return Verdict([*first, *second], outcomes)
+    sizes = {key: ", ".join(v.sizes[key] for v in (first, second) if key in v.sizes) for key in keys}
+    return Verdict([*first, *second], outcomes, {key: words for key, words in sizes.items() if words})
 
 
 def _paper_table_verdict(ablation: str, metrics: Sequence[str]) -> Callable[[pd.DataFrame], Verdict]:
@@ -130,6 +132,17 @@ def _termination(table: pd.DataFrame) -> Verdict:
     return _worse_without("termination")(_terminating(table))
 
 
+def _horizon(table: pd.DataFrame) -> Verdict:
+    """AURCC from the shortest to the longest horizon, with the paper's change over the same
+    horizons (Tables 3 and 17) for the size."""
+    part = table[table["metric"] == "aurcc"]
+    paper = {}
+    for env, cells in part.groupby("environment", sort=False):
+        levels = cells["level"].astype(str)
+        paper[env] = paper_difference("horizon", env, "aurcc", min(levels, key=int), max(levels, key=int))
+    return trend_verdict(table, level_prefix="h=", paper={env: d for env, d in paper.items() if d == d})
+
+
 def _confidence(table: pd.DataFrame) -> Verdict:
     """PCI against EV: AURCC and CR_K judged against the paper's cell of each environment."""
     pci = table[table["level"].isin(["ev", "pci"])]
@@ -139,7 +152,13 @@ def _confidence(table: pd.DataFrame) -> Verdict:
         if env not in claims["aurcc"]:
             continue
         expectations = [
-            Expectation(metric, "lower", claim=claims[metric][env]["pci"], digits=3 if metric == "aurcc" else 2)
+            Expectation(
+                metric,
+                "lower",
+                claim=claims[metric][env]["pci"],
+                digits=3 if metric == "aurcc" else 2,
+                paper_difference=paper_difference("confidence", env, metric, "ev", "pci"),
+            )
             for metric in ("aurcc", "cr_k")
         ]
         parts.append(contrast_verdict(pci[pci["environment"] == env], "pci", "ev", expectations))
@@ -153,7 +172,7 @@ FINDINGS: tuple[Finding, ...] = (
         "Environments differ far more than dataset types within one",
         dataset_spread_verdict,
     ),
-    Finding("horizon", "AURCC grows with the query horizon", lambda t: trend_verdict(t, level_prefix="h=")),
+    Finding("horizon", "AURCC grows with the query horizon", _horizon),
     Finding(
         "confidence",
         "PCI vs EV: AURCC lower or higher by environment (Tables 4, 16); CR_K much lower",
@@ -236,31 +255,39 @@ def _with_intervals(table: pd.DataFrame) -> pd.DataFrame:
 
 def paper_margin_agreement() -> pd.DataFrame:
     """How the margins sort the paper's own level differences (the check behind
-    :data:`~opcc_edu.lab.findings.verdicts.EQUIVALENCE_MARGINS`).
+    :func:`~opcc_edu.lab.findings.rule.equivalence_margin`).
 
     Returns:
-        One row per metric of :data:`opcc_edu.names.METRICS`: the margin, ``not_significant``
-        and ``inside`` (the paper's differences with overlapping intervals, and how many of them
-        are at most the margin), ``significant`` and ``outside`` (those with disjoint intervals,
-        and how many exceed the margin). Read from :func:`opcc_edu.lab.experiments.paper_results`
-        (locomotion's five-dataset means, the mazes' ``1m`` cells).
+        One row per metric of :data:`opcc_edu.names.METRICS`: the absolute margin
+        (:data:`~opcc_edu.lab.findings.rule.EQUIVALENCE_MARGINS`), ``not_significant`` and
+        ``inside`` (the paper's differences with overlapping intervals, and how many of them are
+        at most the margin scaled to the two levels' means), ``significant`` and ``outside``
+        (those with disjoint intervals, and how many exceed it). Read from
+        :func:`opcc_edu.lab.experiments.paper_results` (locomotion's five-dataset means, the mazes'
+        ``1m`` cells).
     """
     parts = []
     for name in ex.ABLATIONS:
         paper = ex.paper_results(name)
+        paper = paper[paper["dataset"].isin(["all", "1m"])]
         if len(paper):
-            parts.append(ex.level_differences(paper[paper["dataset"].isin(["all", "1m"])], name))
+            d = ex.level_differences(paper, name)
+            cells = paper.assign(level=paper["level"].astype(str)).drop_duplicates(["environment", "metric", "level"])
+            mean = cells.set_index(["environment", "metric", "level"])["mean"]
+            keys = zip(d["environment"], d["metric"], d["reference"].astype(str), d["level"].astype(str), strict=True)
+            d["margin"] = [equivalence_margin(m, mean[(e, m, r)], mean[(e, m, lv)]) for e, m, r, lv in keys]
+            parts.append(d)
     d = pd.concat(parts, ignore_index=True)
     rows = []
     for metric in METRICS:
         part = d[d["metric"] == metric]
         size = part["difference"].astype(float).abs()
         separated = part["separated"].astype(bool)
-        margin = EQUIVALENCE_MARGINS[metric]
+        margin = part["margin"]
         rows.append(
             {
                 "metric": metric,
-                "margin": margin,
+                "margin": EQUIVALENCE_MARGINS[metric],
                 "not_significant": int((~separated).sum()),
                 "inside": int(((size <= margin + 1e-9) & ~separated).sum()),
                 "significant": int(separated.sum()),
@@ -362,7 +389,7 @@ def findings_at_a_glance(
             "paper_tables": ", ".join(map(str, ablation.paper_tables)) or "none",
         }
         for column, results in columns.items():
-            table = _with_intervals(ex.aggregate(results, ablation))
+            table = _with_intervals(with_runs(ex.aggregate(results, ablation), results, ablation))
             needed = 1 if ablation.is_selection else len(ablation.levels)
             if table.empty or table["level"].nunique() < needed:
                 row[column] = "–"

@@ -5,8 +5,8 @@ A lesson names the runs its first table reads (:data:`LESSON_RUN_SETS`); :func:`
 states the verdict of that run set on the lesson's page, and *What we learned* states it through
 the same function from the same run set, so the two pages cannot disagree (a test of the rendered
 book compares them). The verdict is :func:`~opcc_edu.lab.findings.judge_finding` -- the rule of
-:mod:`opcc_edu.lab.findings.verdicts` -- on the run set's aggregate, every environment whose cells
-rest on two runs or more.
+:mod:`opcc_edu.lab.findings.rule` -- on the run set's aggregate, its twin runs paired, every
+environment whose cells rest on two runs or more.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .glance import (
     results_label,
 )
 from .results import AblationResults, load_committed
+from .rule import SMALLEST_MARGIN
 from .verdicts import Verdict
 
 __all__ = [
@@ -156,14 +157,16 @@ def show_all_verdicts() -> dict[str, Verdict | None]:
 
 def margin_statement() -> str:
     """The equivalence margins and how they sort the paper's own level differences, as Markdown
-    bullets (:func:`~opcc_edu.lab.findings.glance.paper_margin_agreement`)."""
+    bullets (:func:`~opcc_edu.lab.findings.glance.paper_margin_agreement`; each margin scaled
+    to the two levels' size, :func:`~opcc_edu.lab.findings.rule.equivalence_margin`)."""
     names = {"aurcc": "AURCC", "loss": "loss", "rpp": "RPP", "cr_k": "CR_K"}
     lines = []
     for _, row in paper_margin_agreement().iterrows():
         if row["metric"] not in names:
             continue
         lines.append(
-            f"- **{names[row['metric']]}: ±{row['margin']:g}.** Of the paper's own differences between levels, "
+            f"- **{names[row['metric']]}: ±{row['margin']:g}**, or half the larger level's value where that is "
+            f"smaller (at least ±{SMALLEST_MARGIN:g}). Of the paper's own differences between levels, "
             f"{row['inside']} of the {row['not_significant']} it reports as not significant lie inside, "
             f"{row['outside']} of the {row['significant']} it reports as significant outside."
         )

@@ -13,6 +13,7 @@ from ...config import Profile, get_profile
 from ...names import METRICS, TIE_FAIR_METRICS
 from .. import experiments as ex
 from .results import AblationResults, display_markdown, show_tie_fair
+from .rule import with_runs
 from .verdicts import level_titles
 
 _LIVE_PREFIX = "opcc_live_"
@@ -88,11 +89,11 @@ def run_live(
     start = time.perf_counter()
     results = ex.run_grid(grid, out, progress=False, label=ablation.name)
     seconds = time.perf_counter() - start
-    table = ex.aggregate(results, ablation, grid=grid)
+    table = with_runs(ex.aggregate(results, ablation, grid=grid), results, ablation, grid)
     print(f"{len(grid)} run(s) in {seconds:.1f} s")
     comparison = ex.compare_with_paper(table, ablation)
     display_markdown(ex.format_table(comparison, titles=level_titles(ablation)))
-    tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS, grid=grid)
+    tie_fair = with_runs(ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS, grid=grid), results, ablation, grid)
     live = AblationResults(
         "live", ablation, out, results, table, comparison, grid=grid, seconds=seconds, tie_fair=tie_fair
     )

@@ -1,18 +1,20 @@
 """What a set of runs can decide: paired differences between levels, and the seeds a margin needs.
 
-The verdicts (:mod:`opcc_edu.lab.findings.verdicts`) read each level's own 95% interval and
-combine two of them as ``sqrt(a^2 + b^2)``. The levels of an ablation share their seeds and
-datasets, so each run of one level has a twin in the other: the *paired* difference (level minus
-reference, run by run) is the natural estimate, and its interval can be far narrower or wider
-than the combined one, depending on how the twins' errors co-vary. :func:`paired_power` measures,
-per environment and level, on one set of committed runs:
+The levels of an ablation share their seeds and datasets, so each run of one level has a twin in
+the other: the verdicts (:mod:`opcc_edu.lab.findings.rule`) judge the *paired* difference (level
+minus reference, run by run; :func:`~opcc_edu.lab.findings.rule.paired_differences`), whose
+interval can be far narrower or wider than the two levels' own combined as ``sqrt(a^2 + b^2)``,
+depending on how the twins' errors co-vary. :func:`paired_power` measures, per environment and
+level, on one set of committed runs:
 
 * the paired mean difference and its 95% t half-width (``n - 1`` degrees of freedom);
-* the combined half-width the verdict reads, for comparison;
+* the combined half-width (the unpaired fallback), for comparison;
 * the **minimum detectable difference** -- the true difference these runs would show as separated
   from zero with 80% power at the 95% level, ``(t_0.975 + t_0.8) * sd / sqrt(n)``;
 * the **seeds for the margin** -- the number of paired runs whose expected half-width falls to
-  the metric's equivalence margin, the fewest that could show a finding of no difference (at the
+  the metric's equivalence margin (scaled to the two levels' size,
+  :func:`~opcc_edu.lab.findings.rule.equivalence_margin`), the fewest that could show a finding of
+  no difference (at the
   observed spread; a discrete metric such as CR_K whose twins all agree has no spread to read,
   and gets none).
 
@@ -31,7 +33,7 @@ from ...names import TABLE_METRICS
 from ...utils import check_choice
 from .. import experiments as ex
 from ..experiments.analysis import level_order
-from .verdicts import difference_half_width, equivalence_margin
+from .rule import difference_half_width, equivalence_margin, twin_runs
 
 __all__ = ["paired_power", "power_summary", "seeds_for_half_width"]
 
@@ -76,21 +78,20 @@ def paired_power(entry: ex.AblationResults | object, metric: str = "aurcc") -> p
     Returns:
         One row per (environment, level): reference, n (paired runs: shared dataset and seed),
         difference (paired mean), paired_half_width, combined_half_width (what the verdict
-        reads), margin, detectable (minimum detectable difference, 80% power), seeds_for_margin
+        reads where runs cannot be paired), margin (scaled to the levels' means), detectable
+        (minimum detectable difference, 80% power), seeds_for_margin
         (``nan``: no spread to read, or more than :data:`MAX_SEEDS`).
     """
     check_choice(metric, TABLE_METRICS, "metric")
     ablation = entry.ablation
     rows = ex.ablation_rows(entry.results, ablation)
     table = entry.table[entry.table["metric"] == metric]
-    combined = {
-        (e, str(lv)): float(c) for e, lv, c in zip(table["environment"], table["level"], table["ci"], strict=True)
-    }
-    margin = equivalence_margin(metric)
+    cells = zip(table["environment"], table["level"].astype(str), table["ci"], table["mean"], strict=True)
+    combined = {(e, lv): float(c) for e, lv, c, _ in cells}
+    means = dict(zip(zip(table["environment"], table["level"].astype(str), strict=True), table["mean"], strict=True))
     records = []
     for env in dict.fromkeys(rows["environment"]):
-        part = rows[rows["environment"] == env].assign(level=lambda f: f["level"].astype(str))
-        runs = part.pivot_table(index=["dataset", "seed"], columns="level", values=metric, aggfunc="mean")
+        runs = twin_runs(rows, env, metric)
         order = level_order(ablation, runs.columns)
         if len(order) < 2:
             continue
@@ -101,6 +102,7 @@ def paired_power(entry: ex.AblationResults | object, metric: str = "aurcc") -> p
             mean, half = mean_confidence_interval(d) if n else (float("nan"), float("nan"))
             sd = float(np.std(d, ddof=1)) if n >= 2 else float("nan")
             detectable = half * (1 + _t(0.8, n - 1) / _t(0.975, n - 1)) if n >= 2 else float("nan")
+            margin = equivalence_margin(metric, means.get((env, reference), np.nan), means.get((env, level), np.nan))
             seeds = seeds_for_half_width(sd, margin) if n >= 2 else None
             records.append(
                 {

@@ -17,6 +17,7 @@ from .. import experiments as ex
 from ..experiments.grid import run_slug
 from ..experiments.reading import grid_compute_text
 from ..experiments.report import report_chunks
+from .rule import with_runs
 from .verdicts import agreement_summary, level_findings, level_titles
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ class AblationResults:
         ablation: the ablation.
         directory: the results directory (``results.csv``, ``runs.csv``, ``values/``).
         results: the rows of ``results.csv`` (every run, scored every way).
-        table: :func:`opcc_edu.lab.experiments.aggregate` -- mean and 95% interval per cell.
+        table: :func:`opcc_edu.lab.experiments.aggregate` -- mean and 95% interval per cell --
+            carrying its runs (:func:`~opcc_edu.lab.findings.rule.with_runs`), so that a verdict
+            read from it pairs twin runs.
         comparison: :func:`opcc_edu.lab.experiments.compare_with_paper` of ``table``.
         grid: the grid that was run (live runs; ``None`` for committed results).
         seconds: wall time of the live run (``None`` for committed results).
@@ -132,11 +135,11 @@ def load_committed(
         if only is not None and only != f"{prefix}{ex.results_recipe(directory)}/{directory.name}":
             continue
         results = ex.load_results(directory)
-        table = ex.aggregate(results, ablation)
+        table = with_runs(ex.aggregate(results, ablation), results, ablation)
         recipe = ex.results_recipe(directory)
         dataset_size = (ex.results_sizes(directory) or {}).get("dataset_size")
         comparison = ex.compare_with_paper(table, ablation, recipe=recipe, dataset_size=dataset_size)
-        tie_fair = ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS)
+        tie_fair = with_runs(ex.aggregate(results, ablation, metrics=TIE_FAIR_METRICS), results, ablation)
         name = f"{prefix}{recipe}/{directory.name}"
         committed[name] = AblationResults(
             name, ablation, Path(directory), results, table, comparison, tie_fair=tie_fair

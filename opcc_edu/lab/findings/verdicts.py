@@ -2,34 +2,16 @@
 
 Every verdict function returns a :class:`Verdict`: a list of lines (printed, and compared in
 tests, like any list of strings) that also carries the machine-readable outcome -- per
-environment, one of :data:`VERDICTS`:
+environment, one of :data:`VERDICTS`: ``"reproduced"`` (our interval shows what the paper
+found), ``"reversed"`` (it contradicts it) or ``"inconclusive"`` (neither; also a finding of
+several parts that comes out mixed, or a table that lacks what it needs).
 
-* ``"reproduced"`` -- our intervals show what the paper found: a difference in the paper's
-  direction with disjoint 95% intervals, or, for a finding of no difference, a difference whose
-  95% interval lies inside the metric's equivalence margin (:data:`EQUIVALENCE_MARGINS`);
-* ``"reversed"`` -- our intervals contradict it: a separated difference the other way, or,
-  where the paper found none, a difference whose interval lies wholly beyond the margin;
-* ``"inconclusive"`` -- neither: the intervals overlap where the paper found a difference, a
-  difference of unknown size where the paper found none (overlapping intervals wider than the
-  margin), a finding with several parts comes out mixed, or the table lacks what it needs.
-
-A finding of no difference (claim ``"same"``; ``"not lower"`` / ``"not higher"``: none that
-way) claims an absence, which overlapping intervals cannot show (a small experiment overlaps
-everywhere): it is reproduced only when ``difference +- half-width`` lies inside ``+-margin``
-(one-sided for ``"not ..."``), an equivalence test at the 95% level of each side. The
-**half-width** is ``sqrt(a_ci**2 + b_ci**2)`` from the two levels' intervals
-(:func:`difference_half_width`): exact for independent means, conservative for our levels,
-whose shared seeds and datasets make the paired interval narrower; no interval, no absence.
-
-**The margins** (:data:`EQUIVALENCE_MARGINS`, once per metric) are differences too small to
-change a conclusion of the paper, checked on its own level differences (five-dataset locomotion
-means, mazes' ``1m`` cells; :func:`opcc_edu.lab.findings.glance.paper_margin_agreement`):
-AURCC and loss ``0.01`` (both are fractions of answered queries that are wrong, AURCC averaged
-over coverage: one point; inside it 41 of the paper's 46 non-significant AURCC differences and
-41 of 50 loss ones, outside 29 of 46 significant AURCC and 36 of 42 loss ones: its many runs
-make some sub-point differences significant); RPP ``0.005`` (half a percent of the pairs;
-inside 47 of 55, outside 35 of 37); CR_K ``0.05`` (inside 41 of 44, outside all 48). Tie-fair
-metrics: tie-fair AURCC and selective gain ``0.01``, tie-fair RPP and AUGRC ``0.005``, AUROC ``0.02``.
+Each difference is judged by the one rule of :mod:`opcc_edu.lab.findings.rule`, stated there
+once: a 95% interval paired by seed where the levels' twin runs are known (a table carries them
+after :func:`~opcc_edu.lab.findings.rule.with_runs`, or a verdict is given ``runs=``), with a
+floor on its half-width, judged for direction against zero and for absence against a margin
+scaled to the metric's size; where ours and the paper's difference share a direction but part
+in size by more than 3x, :attr:`Verdict.sizes` says so and :meth:`Verdict.summary` states it.
 
 :meth:`Verdict.overall` is the outcome of a majority of the judged environments
 (``"inconclusive"`` without one); :meth:`Verdict.summary` says it in a few words.
@@ -46,45 +28,45 @@ import pandas as pd
 from ...names import METRICS, TABLE_METRICS
 from ...utils import check_choice
 from .. import experiments as ex
+from .rule import (
+    EQUIVALENCE_MARGINS,
+    PAPER_CLAIMS,
+    DifferenceInterval,
+    difference_half_width,
+    equivalence_margin,
+    judge_difference,
+    level_interval,
+    paper_difference,
+    runs_of,
+    size_ratio,
+)
+
+__all__ = [
+    "DATASET_TYPES",
+    "EQUIVALENCE_MARGINS",
+    "PAPER_CLAIMS",
+    "VERDICTS",
+    "DifferenceInterval",
+    "Expectation",
+    "Verdict",
+    "agreement_summary",
+    "combine_outcomes",
+    "contrast_verdict",
+    "dataset_spread_scopes",
+    "dataset_spread_verdict",
+    "difference_half_width",
+    "ensemble_size_verdict",
+    "equivalence_margin",
+    "judge_difference",
+    "level_difference_verdict",
+    "level_findings",
+    "level_titles",
+    "paper_claims",
+    "trend_verdict",
+]
 
 #: The outcomes of a verdict, per environment.
 VERDICTS: tuple[str, ...] = ("reproduced", "reversed", "inconclusive")
-
-#: Equivalence margin of each metric: the largest difference (either way) that still counts as "no
-#: difference" when a finding of absence is judged (see the module's docstring for the reasons).
-EQUIVALENCE_MARGINS: dict[str, float] = {
-    "aurcc": 0.01,
-    "rpp": 0.005,
-    "cr_k": 0.05,
-    "loss": 0.01,
-    "expected_aurcc": 0.01,
-    "expected_rpp": 0.005,
-    "selective_gain": 0.01,
-    "augrc": 0.005,
-    "auroc": 0.02,
-}
-
-
-def equivalence_margin(metric: str) -> float:
-    """:data:`EQUIVALENCE_MARGINS` of ``metric`` (one of :data:`opcc_edu.names.TABLE_METRICS`)."""
-    check_choice(metric, TABLE_METRICS, "metric")
-    return EQUIVALENCE_MARGINS[metric]
-
-
-def difference_half_width(a_ci: float, b_ci: float) -> float:
-    """95% half-width of a difference of two means from their own: ``sqrt(a^2 + b^2)`` (``nan``
-    when either is missing; conservative for our correlated levels, see the module's docstring)."""
-    a_ci, b_ci = float(a_ci), float(b_ci)
-    if not (np.isfinite(a_ci) and np.isfinite(b_ci)):
-        return float("nan")
-    return float(np.hypot(a_ci, b_ci))
-
-
-#: What the paper found about a level against its reference, as :func:`judge_difference` reads it:
-#: ``"lower"`` / ``"higher"`` (a significant difference that way), ``"same"`` (no significant
-#: difference), ``"not lower"`` / ``"not higher"`` (no significant difference that way: a
-#: separated difference the other way does not contradict it).
-PAPER_CLAIMS: tuple[str, ...] = ("lower", "higher", "same", "not lower", "not higher")
 
 
 class Verdict(list):
@@ -93,13 +75,22 @@ class Verdict(list):
     Attributes:
         outcomes: environment (or ``"all environments"`` for a finding about all of them) ->
             one of :data:`VERDICTS`; environments the finding says nothing about are absent.
+        sizes: environment -> :func:`~opcc_edu.lab.findings.rule.size_ratio` (``"13×"``, ``"1/4
+            of"``, prefixed by the metric where a finding has several), where a reproduced
+            difference points the paper's way at another size.
     """
 
-    def __init__(self, lines: Sequence[str] = (), outcomes: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        lines: Sequence[str] = (),
+        outcomes: Mapping[str, str] | None = None,
+        sizes: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(lines)
         self.outcomes: dict[str, str] = {}
         for key, outcome in (outcomes or {}).items():
             self.outcomes[str(key)] = check_choice(outcome, VERDICTS, "verdict")
+        self.sizes: dict[str, str] = {str(k): str(v) for k, v in (sizes or {}).items()}
 
     def counts(self) -> dict[str, int]:
         """How many environments have each outcome (every outcome of :data:`VERDICTS` present)."""
@@ -118,20 +109,34 @@ class Verdict(list):
 
     def summary(self) -> str:
         """The overall outcome and the count behind it, e.g. ``"reversed (3 of 4; 1 reproduced)"``,
-        ``"inconclusive (no majority: 1 reproduced, 1 reversed)"``; ``"not judged"`` without any."""
+        ``"inconclusive (no majority: 1 reproduced, 1 reversed)"``; ``"not judged"`` without any.
+        A reproduced difference at another size than the paper's is stated (:attr:`sizes`), e.g.
+        ``"reproduced (same direction, 13× the paper's difference)"`` (one environment) or
+        ``"reproduced (3 of 4; 1 inconclusive; same direction as the paper's difference, another
+        size: hopper 13×, walker2d 1/4)"``."""
         overall, counts = self.overall, self.counts()
-        if overall is None or len(self.outcomes) == 1:
-            return overall or "not judged"
-        rest = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n and kind != overall)
-        if 2 * counts[overall] <= len(self.outcomes):  # inconclusive for want of a majority
-            return f"inconclusive (no majority: {', '.join(f'{n} {k}' for k, n in counts.items() if n)})"
-        return f"{overall} ({counts[overall]} of {len(self.outcomes)}" + (f"; {rest})" if rest else ")")
+        if overall is None:
+            return "not judged"
+        if len(self.outcomes) == 1:
+            sizes = ", ".join(self.sizes.values())
+            parts = [f"same direction, {sizes} the paper's difference"] if sizes else []
+        elif 2 * counts[overall] <= len(self.outcomes):  # inconclusive for want of a majority
+            parts = ["no majority: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)]
+        else:
+            parts = [f"{counts[overall]} of {len(self.outcomes)}"]
+            parts += [", ".join(f"{n} {kind}" for kind, n in counts.items() if n and kind != overall)]
+        if len(self.outcomes) > 1 and self.sizes:
+            each = ", ".join(f"{env} {ratio.removesuffix(' of')}" for env, ratio in self.sizes.items())
+            parts.append(f"same direction as the paper's difference, another size: {each}")
+        parts = [p for p in parts if p]
+        return f"{overall} ({'; '.join(parts)})" if parts else overall
 
     def __add__(self, other: object) -> Verdict:  # type: ignore[override]
         """The lines of both, and the outcomes of both (``other``'s win for an environment in both)."""
         if not isinstance(other, list):
             return NotImplemented
-        return Verdict(list(self) + list(other), {**self.outcomes, **getattr(other, "outcomes", {})})
+        sizes = {**self.sizes, **getattr(other, "sizes", {})}
+        return Verdict(list(self) + list(other), {**self.outcomes, **getattr(other, "outcomes", {})}, sizes)
 
     def __iadd__(self, other: object) -> Verdict:  # type: ignore[override]
         """``v += w``: ``w``'s lines appended and its outcomes merged, as :meth:`__add__`."""
@@ -139,60 +144,8 @@ class Verdict(list):
             return NotImplemented
         self.extend(other)
         self.outcomes.update(getattr(other, "outcomes", {}))
+        self.sizes.update(getattr(other, "sizes", {}))
         return self
-
-
-def _separated(a_mean: float, a_ci: float, b_mean: float, b_ci: float) -> bool:
-    """Disjoint 95% intervals (touching or missing intervals are not), as
-    :func:`opcc_edu.lab.experiments.level_differences` reads them."""
-    return bool(np.isfinite(a_ci) and np.isfinite(b_ci) and abs(b_mean - a_mean) > a_ci + b_ci + 1e-9)
-
-
-def judge_difference(
-    difference: float,
-    separated: bool,
-    claim: str,
-    half_width: float = float("nan"),
-    margin: float = float("nan"),
-) -> str:
-    """One outcome of :data:`VERDICTS` for a level against its reference.
-
-    Args:
-        difference: ours, level minus reference.
-        separated: whether our two 95% intervals are disjoint.
-        claim: what the paper found, one of :data:`PAPER_CLAIMS`.
-        half_width: the 95% half-width of ``difference`` (:func:`difference_half_width`); read
-            for a claim of absence only (``nan``: unknown, so no absence is shown).
-        margin: the metric's equivalence margin (:func:`equivalence_margin`); read for a claim of
-            absence only.
-
-    A claim of a difference is reproduced by a separated difference that way, reversed by one the
-    other way, else inconclusive. A claim of absence is reproduced when the difference's interval
-    lies inside the margin (``"not lower"``: above ``-margin``; ``"not higher"``: below it),
-    reversed when it is separated and lies wholly beyond the margin against the claim, else
-    inconclusive (the equivalence test and its dual: an interval across the margin decides nothing).
-    """
-    check_choice(claim, PAPER_CLAIMS, "claim")
-    way = "lower" if difference < 0 else "higher"
-    if claim in ("lower", "higher"):
-        if not separated:
-            return "inconclusive"
-        return "reproduced" if way == claim else "reversed"
-    low, high = difference - half_width, difference + half_width
-    # against it: separated, and the whole interval beyond the margin (nan compares False)
-    above, below = bool(low > margin + 1e-12), bool(high < -margin - 1e-12)
-    if claim == "same":
-        inside = bool(np.isfinite(margin) and -margin - 1e-12 <= low and high <= margin + 1e-12)
-        against = separated and (above or below)
-    elif claim == "not lower":
-        inside = bool(np.isfinite(margin) and low >= -margin - 1e-12)
-        against = separated and below
-    else:  # "not higher"
-        inside = bool(np.isfinite(margin) and high <= margin + 1e-12)
-        against = separated and above
-    if inside:
-        return "reproduced"
-    return "reversed" if against else "inconclusive"
 
 
 def combine_outcomes(outcomes: Sequence[str]) -> str:
@@ -228,6 +181,8 @@ class Expectation:
         claim: what the paper found, of :data:`PAPER_CLAIMS` (default: ``direction``, a
             significant difference that way). ``"not lower"`` reads "no significant gain" when
             lower is better; ``"same"`` reads "no significant difference".
+        paper_difference: the paper's level minus reference, for the size statement
+            (:func:`~opcc_edu.lab.findings.rule.size_statement`; ``None``: not stated).
     """
 
     metric: str
@@ -236,6 +191,7 @@ class Expectation:
     fails: str | None = None
     digits: int = 3
     claim: str | None = None
+    paper_difference: float | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.metric, TABLE_METRICS, "metric")
@@ -268,10 +224,34 @@ def _metric_label(metric: str) -> str:
     return metric.upper() if metric in METRICS else _TIE_FAIR_LABELS.get(metric, metric)
 
 
-def trend_verdict(table: pd.DataFrame, metric: str = "aurcc", level_prefix: str = "", claim: str = "higher") -> Verdict:
+def _status(interval: DifferenceInterval | None) -> str:
+    """How a verdict line names a difference's interval: ``"separated"`` (it excludes zero) or
+    ``"not separated"``, with ``", paired"`` where twins gave it."""
+    if interval is None:
+        return "not separated"
+    word = "separated" if interval.separated else "not separated"
+    return word + (", paired" if interval.paired else "")
+
+
+def _size(interval: DifferenceInterval | None, claim: str | None, paper: float | None) -> str | None:
+    """:func:`~opcc_edu.lab.findings.rule.size_ratio` of a reproduced claimed difference, else ``None``."""
+    if interval is None or claim not in ("lower", "higher") or paper is None or interval.judge(claim) != "reproduced":
+        return None
+    return size_ratio(interval.difference, paper)
+
+
+def trend_verdict(
+    table: pd.DataFrame,
+    metric: str = "aurcc",
+    level_prefix: str = "",
+    claim: str = "higher",
+    runs: pd.DataFrame | None = None,
+    paper: Mapping[str, float] | None = None,
+) -> Verdict:
     """Does ``metric`` grow from the smallest to the largest (numeric) level, per environment?
 
-    "separated" means the two 95% intervals are disjoint.
+    "separated" means the difference's 95% interval excludes zero (the rule of
+    :mod:`opcc_edu.lab.findings.rule`).
 
     Args:
         table: tidy table (environment, level, metric, mean, ci), e.g. an aggregate.
@@ -280,105 +260,117 @@ def trend_verdict(table: pd.DataFrame, metric: str = "aurcc", level_prefix: str 
         level_prefix: printed before each level (``"h="`` for horizons).
         claim: what the paper found for the largest level against the smallest
             (:data:`PAPER_CLAIMS`; default ``"higher"``: the metric grows).
+        runs: the runs to pair (default: those the table carries,
+            :func:`~opcc_edu.lab.findings.rule.runs_of`).
+        paper: environment -> the paper's difference, largest level minus smallest (for the size).
 
     Returns:
         One line per environment; the outcome per environment (:func:`judge_difference`).
     """
     check_choice(metric, TABLE_METRICS, "metric")
-    lines, outcomes = [], {}
+    runs = runs_of(table, runs)
+    lines, outcomes, sizes = [], {}, {}
     for env, part in table[table["metric"] == metric].groupby("environment", sort=False):
-        part = part.set_index("level")
+        part = part.assign(level=part["level"].astype(str)).set_index("level")
         first, last = min(part.index, key=int), max(part.index, key=int)
         a, b = part.loc[first], part.loc[last]
-        separated = _separated(a["mean"], a["ci"], b["mean"], b["ci"])
+        interval = level_interval(table, runs, env, metric, first, last) if first != last else None
         trend = "grows" if b["mean"] > a["mean"] else "does not grow"
-        status = "separated" if separated else "intervals overlap"
         lines.append(
             f"{env}: {_metric_label(metric)} {level_prefix}{first} {a['mean']:.3f} -> "
-            f"{level_prefix}{last} {b['mean']:.3f}: {trend} ({status})"
+            f"{level_prefix}{last} {b['mean']:.3f}: {trend} ({_status(interval)})"
         )
-        half = difference_half_width(a["ci"], b["ci"])
-        outcome = judge_difference(b["mean"] - a["mean"], separated, claim, half, equivalence_margin(metric))
-        outcomes[env] = outcome if first != last else "inconclusive"
-    return Verdict(lines, outcomes)
+        outcomes[env] = interval.judge(claim) if interval is not None else "inconclusive"
+        size = _size(interval, claim, (paper or {}).get(env))
+        if size:
+            sizes[env] = f"{_metric_label(metric)} {size}"
+    return Verdict(lines, outcomes, sizes)
 
 
-def contrast_verdict(table: pd.DataFrame, level: str, reference: str, expectations: Sequence[Expectation]) -> Verdict:
+def contrast_verdict(
+    table: pd.DataFrame,
+    level: str,
+    reference: str,
+    expectations: Sequence[Expectation],
+    runs: pd.DataFrame | None = None,
+) -> Verdict:
     """One level against a reference level, one judged metric after another, per environment.
 
     Example line: ``"hopper: AURCC PCI 0.120 vs EV 0.150 (lower); CR_K PCI 0.20 vs EV 0.90 (lower)"``.
 
     Args:
         table: tidy table (environment, level, metric, mean, and ci for the outcome: without a
-            ``ci`` column no difference counts as separated).
+            ``ci`` column or runs no difference counts as separated).
         level: the level the paper's finding is about (printed upper-case).
         reference: the level it is compared with.
         expectations: what the paper found, one :class:`Expectation` per metric.
+        runs: the runs to pair (default: those the table carries).
 
     Returns:
         One line per environment; the outcome per environment combines the expectations'
         (:func:`combine_outcomes`; an environment missing a level or metric is inconclusive).
     """
-    wide = table.pivot_table(index=["environment", "metric"], columns="level", values="mean")
-    if "ci" in table.columns:
-        half = table.pivot_table(index=["environment", "metric"], columns="level", values="ci", dropna=False)
-    else:
-        half = wide * np.nan
-    lines, outcomes = [], {}
+    runs = runs_of(table, runs)
+    lines, outcomes, sizes = [], {}, {}
     for env in dict.fromkeys(table["environment"]):
-        parts, judged = [], []
+        parts, judged, notes = [], [], []
         for e in expectations:
-            if (env, e.metric) not in wide.index or level not in wide.columns or reference not in wide.columns:
+            interval = level_interval(table, runs, env, e.metric, reference, level)
+            if interval is None:
                 judged.append("inconclusive")
                 continue
-            row = wide.loc[(env, e.metric)]
-            ours, theirs = row[level], row[reference]
-            if not (np.isfinite(ours) and np.isfinite(theirs)):
-                judged.append("inconclusive")
-                continue
-            ci = half.loc[(env, e.metric)] if (env, e.metric) in half.index else {}
-            a_ci, b_ci = ci.get(reference, np.nan), ci.get(level, np.nan)
-            separated = _separated(theirs, a_ci, ours, b_ci)
-            width = difference_half_width(a_ci, b_ci)
-            judged.append(
-                judge_difference(ours - theirs, separated, e.paper_claim, width, equivalence_margin(e.metric))
-            )
+            cells = table[(table["environment"] == env) & (table["metric"] == e.metric)]
+            means = dict(zip(cells["level"].astype(str), cells["mean"], strict=True))
+            ours, theirs = means[str(level)], means[str(reference)]
+            judged.append(interval.judge(e.paper_claim))
             parts.append(
                 f"{_metric_label(e.metric)} {level.upper()} {ours:.{e.digits}f} vs {reference.upper()} "
                 f"{theirs:.{e.digits}f} ({e.judge(ours, theirs)})"
             )
+            size = _size(interval, e.paper_claim, e.paper_difference)
+            if size:
+                notes.append(f"{_metric_label(e.metric)} {size}")
         lines.append(f"{env}: " + "; ".join(parts))
         outcomes[env] = combine_outcomes(judged)
-    return Verdict(lines, outcomes)
+        if notes:
+            sizes[env] = ", ".join(notes)
+    return Verdict(lines, outcomes, sizes)
 
 
-def ensemble_size_verdict(table: pd.DataFrame) -> Verdict:
+def ensemble_size_verdict(table: pd.DataFrame, runs: pd.DataFrame | None = None) -> Verdict:
     """From the smallest to the full ensemble: the change of AURCC, and whether CR_K grows.
 
     The paper's finding has two parts: AURCC barely changes (no significant difference: judged
     against AURCC's equivalence margin) and CR_K grows (a significant increase); the outcome
     combines them (:func:`combine_outcomes`).
 
+    Args:
+        table: tidy table (environment, level, metric, mean, ci).
+        runs: the runs to pair (default: those the table carries).
+
     Returns:
         One line per environment; the outcome per environment.
     """
+    runs = runs_of(table, runs)
     lines, outcomes = [], {}
     for env, part in table.groupby("environment", sort=False):
-        small, full = min(part["level"], key=int), max(part["level"], key=int)
-        cell = part.set_index(["level", "metric"])["mean"]
-        half = part.set_index(["level", "metric"])["ci"] if "ci" in part.columns else cell * np.nan
+        levels = part["level"].astype(str)
+        small, full = min(levels, key=int), max(levels, key=int)
+        cell = part.assign(level=levels).set_index(["level", "metric"])["mean"]
         a, b = cell[(small, "aurcc")], cell[(full, "aurcc")]
         c, d = cell[(small, "cr_k")], cell[(full, "cr_k")]
         lines.append(
             f"{env}: {small} -> {full} members: AURCC {a:.3f} -> {b:.3f} (change {b - a:+.3f}); "
             f"CR_K {c:.2f} -> {d:.2f} ({'grows' if d > c else 'does not grow'})"
         )
-        a_ci, b_ci = half[(small, "aurcc")], half[(full, "aurcc")]
-        aurcc = judge_difference(
-            b - a, _separated(a, a_ci, b, b_ci), "same", difference_half_width(a_ci, b_ci), equivalence_margin("aurcc")
-        )
-        cr_k = judge_difference(d - c, _separated(c, half[(small, "cr_k")], d, half[(full, "cr_k")]), "higher")
-        outcomes[env] = combine_outcomes([aurcc, cr_k]) if small != full else "inconclusive"
+        if small == full:
+            outcomes[env] = "inconclusive"
+            continue
+        aurcc = level_interval(table, runs, env, "aurcc", small, full)
+        cr_k = level_interval(table, runs, env, "cr_k", small, full)
+        pairs = ((aurcc, "same"), (cr_k, "higher"))
+        judged = [i.judge(claim) if i is not None else "inconclusive" for i, claim in pairs]
+        outcomes[env] = combine_outcomes(judged)
     return Verdict(lines, outcomes)
 
 
@@ -464,10 +456,12 @@ def level_difference_verdict(
     ablation: str | ex.Ablation,
     metric: str = "aurcc",
     claims: str | Mapping[str, str] | None = None,
+    runs: pd.DataFrame | None = None,
 ) -> Verdict:
     """``metric`` of every level against the reference level, per environment.
 
-    Uses :func:`opcc_edu.lab.experiments.level_differences` (reference: the ablation's first level).
+    Uses :func:`opcc_edu.lab.experiments.level_differences` for the pairs of levels (reference: the
+    ablation's first level) and the rule of :mod:`opcc_edu.lab.findings.rule` for each difference.
 
     Args:
         table: tidy table (environment, level, metric, mean, ci).
@@ -477,47 +471,42 @@ def level_difference_verdict(
             (:data:`PAPER_CLAIMS`): one claim for every environment, or one per environment
             (environments without one are not judged). ``None``: read from the paper's own
             table (:func:`paper_claims`); environments the paper did not report are not judged.
+        runs: the runs to pair (default: those the table carries).
 
     Returns:
         One line per (environment, level); the outcome per judged environment combines its
-        levels' (:func:`combine_outcomes`).
+        levels' (:func:`combine_outcomes`); where the paper's table has the difference, its size
+        against ours (:attr:`Verdict.sizes`).
     """
     check_choice(metric, TABLE_METRICS, "metric")
     titles = level_titles(ablation)
+    runs = runs_of(table, runs)
     d = ex.level_differences(table, ablation)
-    half = _half_widths(table, metric)
-    margin = equivalence_margin(metric)
     if claims is None:
         claims = paper_claims(ablation, metric)
-    lines, judged = [], {}
+    lines, judged, sizes = [], {}, {}
+    several = d[d["metric"] == metric].groupby("environment")["level"].nunique().to_dict()
     for _, row in d[d["metric"] == metric].iterrows():
+        env, reference, level = row["environment"], str(row["reference"]), str(row["level"])
+        interval = level_interval(table, runs, env, metric, reference, level)
         change = "lower" if row["difference"] < 0 else "higher"
-        status = "separated" if row["separated"] else "intervals overlap"
         lines.append(
-            f"{row['environment']}: {_metric_label(metric)} {change} with {titles.get(row['level'], row['level'])} "
-            f"than with {titles.get(row['reference'], row['reference'])} by {abs(row['difference']):.3f} ({status})"
+            f"{env}: {_metric_label(metric)} {change} with {titles.get(level, level)} "
+            f"than with {titles.get(reference, reference)} by {abs(row['difference']):.3f} ({_status(interval)})"
         )
-        claim = claims if isinstance(claims, str) else claims.get(row["environment"])
+        claim = claims if isinstance(claims, str) else claims.get(env)
         if isinstance(claim, Mapping):  # per level: {level: claim}
-            claim = claim.get(row["level"])
-        if claim is not None:
-            width = difference_half_width(
-                half.get((row["environment"], row["reference"]), np.nan),
-                half.get((row["environment"], row["level"]), np.nan),
-            )
-            outcome = judge_difference(row["difference"], bool(row["separated"]), claim, width, margin)
-            judged.setdefault(row["environment"], []).append(outcome)
-    return Verdict(lines, {env: combine_outcomes(found) for env, found in judged.items()})
-
-
-def _half_widths(table: pd.DataFrame, metric: str) -> dict[tuple[str, str], float]:
-    """(environment, level) -> 95% half-width of ``metric`` (a level's first row, as
-    :func:`opcc_edu.lab.experiments.level_differences` reads it); empty without ``ci``."""
-    part = table[table["metric"] == metric]
-    if "ci" not in part.columns:
-        return {}
-    part = part.assign(level=part["level"].astype(str)).drop_duplicates(["environment", "level"])
-    return {(env, lv): float(ci) for env, lv, ci in zip(part["environment"], part["level"], part["ci"], strict=True)}
+            claim = claim.get(level)
+        if claim is None:
+            continue
+        judged.setdefault(env, []).append(interval.judge(claim) if interval is not None else "inconclusive")
+        paper = paper_difference(ablation, env, metric, reference, level)
+        size = _size(interval, claim, paper if np.isfinite(paper) else None)
+        if size:
+            size = f"{_metric_label(metric)} {size}"
+            size = f"{titles.get(level, level)}: {size}" if several.get(env, 1) > 1 else size
+            sizes[env] = f"{sizes[env]}, {size}" if env in sizes else size
+    return Verdict(lines, {env: combine_outcomes(found) for env, found in judged.items()}, sizes)
 
 
 def paper_claims(ablation: str | ex.Ablation, metric: str = "aurcc") -> dict[str, dict[str, str]]:
