@@ -158,7 +158,7 @@ def get_or_train_ensemble(
     cache: bool = True,
     dataset: Mapping[str, np.ndarray] | None = None,
 ) -> DynamicsEnsemble:
-    """Load the ensemble of ``config`` from the cache, or train and cache it.
+    """Load the ensemble of ``config`` from the cache, or train and cache it. (A recipe, read top to bottom.)
 
     Args:
         env_name: environment, or its spec (:class:`opcc_edu.baselines.Task` hands the spec down).

@@ -222,6 +222,7 @@ def train_fqe(
     progress: bool = True,
 ) -> FittedQEnsemble:
     """Fit M bootstrapped finite-horizon Q-functions for every policy on one offline dataset.
+    (A recipe, read top to bottom.)
 
     Args:
         dataset: D4RL-style transitions: ``observations`` (T, D), ``actions`` (T, A),

@@ -45,7 +45,7 @@ def answer_queries(
     progress: bool = True,
     recipe: str = DEFAULT_QUERY_RECIPE,
 ) -> Answers:
-    """Train (or load) an ensemble, estimate every query's values, predict and score.
+    """Train (or load) an ensemble, estimate every query's values, predict and score. (A recipe, read top to bottom.)
 
     Args:
         env_name: environment, or its spec (:class:`~opcc_edu.baselines.task.Task` hands it down).

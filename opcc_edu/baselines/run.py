@@ -34,7 +34,7 @@ def run_end_to_end(
     baseline: str = "ensemble",
     fqe_config: FQEConfig | None = None,
 ) -> tuple[Answers, dict[str, Path]]:
-    """Train or load the ensemble, answer the environment's query set, report and save.
+    """Train or load the ensemble, answer the environment's query set, report and save. (A recipe, read top to bottom.)
 
     Writes ``<out>/<env>/<dataset>/results.json`` (setup, timings, every metric, the value
     estimates' own metrics and the calibration of the confidences and intervals),

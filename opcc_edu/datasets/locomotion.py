@@ -105,7 +105,7 @@ def generate_policy_dataset(
     salt: int = 0,
     progress: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Roll a behaviour policy (or uniform random actions) in B environments at once.
+    """Roll a behaviour policy (or uniform random actions) in B environments at once. (A recipe, read top to bottom.)
 
     Args:
         env_name: a locomotion environment.
@@ -201,6 +201,7 @@ def generate_replay_dataset(
     work_dir: str | os.PathLike | None = None,
 ) -> dict[str, np.ndarray]:
     """*medium-replay*: every transition of the behaviour training run, up to ``size`` of them.
+    (A recipe, read top to bottom.)
 
     The behaviour run is re-executed with :func:`opcc_edu.policies.train_ppo` (deterministic on
     the CPU for a given seed, with constant schedules, so a shorter run is an exact prefix of

@@ -111,7 +111,7 @@ def generate_maze_dataset(
     solve_threshold: float = 0.1,
     progress: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Generate a maze navigation dataset in the real simulator.
+    """Generate a maze navigation dataset in the real simulator. (A recipe, read top to bottom.)
 
     Args:
         env_name: a maze environment (``maze2d-*``).

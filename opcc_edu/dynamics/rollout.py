@@ -86,7 +86,7 @@ def rollout_values(
     progress: bool = True,
     return_plan: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, RolloutPlan]:
-    """Discounted returns of policies simulated in every member of an ensemble.
+    """Discounted returns of policies simulated in every member of an ensemble. (A recipe, read top to bottom.)
 
     Each row starts at ``obs[i]``, takes ``first_action[i]`` (when given) and then follows
     ``policies[policy_index[i]]`` until ``horizon[i]`` actions were taken; the value is

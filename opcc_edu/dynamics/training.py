@@ -189,7 +189,7 @@ def train_dynamics(
     device: Any = None,
     progress: bool = True,
 ) -> TrainHistory:
-    """Fit all members of ``model`` at once with Adam (in place) and return the history.
+    """Fit all members of ``model`` at once with Adam (in place) and return the history. (A recipe, read top to bottom.)
 
     Args:
         model: an untrained ensemble from :func:`~opcc_edu.dynamics.build_ensemble`.

@@ -138,6 +138,33 @@ def test_the_checks_can_fail():
     assert is_wing("opcc_edu.lab.experiments.store") and not is_wing("opcc_edu.labelling")
 
 
+FUNCTION_LIMIT = 80
+
+
+def long_functions_not_marked(source: str, limit: int = FUNCTION_LIMIT) -> list[str]:
+    """Functions of ``source`` longer than ``limit`` lines whose docstring does not say they are a
+    recipe read top to bottom (CONTRIBUTING's ground rule)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit:
+            if "recipe, read top to bottom" not in (ast.get_docstring(node) or ""):
+                out.append(node.name)
+    return out
+
+
+def test_a_long_core_function_says_it_is_a_recipe():
+    unmarked = {
+        name: found
+        for name, path in MODULES.items()
+        if not is_wing(name) and (found := long_functions_not_marked(path.read_text(encoding="utf-8")))
+    }
+    assert unmarked == {}
+    # the check can fail: a long function without the sentence is found, with it it is not
+    body = "".join(f"    x = {i}\n" for i in range(FUNCTION_LIMIT))
+    assert long_functions_not_marked(f'def f():\n    """Long."""\n{body}') == ["f"]
+    assert long_functions_not_marked(f'def f():\n    """Long. (A recipe, read top to bottom.)"""\n{body}') == []
+
+
 def test_the_core_stays_within_its_budget_and_no_module_is_too_long():
     lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
     core = sum(n for name, n in lengths.items() if not is_wing(name))
