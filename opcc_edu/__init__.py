@@ -30,7 +30,7 @@ Two wings sit beside this core and import it; the core never imports them (a tes
 __version__ = "0.1.0"
 
 from .config import PROFILES, Profile, get_profile, set_profile, use_profile
-from .utils import cache_dir, get_device, redirect_torch_caches, seed_everything
+from .utils import cache_dir, get_device, lazy_exports, redirect_torch_caches, seed_everything
 
 redirect_torch_caches()  # nothing of torch's lands in the temp directory
 
@@ -38,21 +38,8 @@ redirect_torch_caches()  # nothing of torch's lands in the temp directory
 # light (no torch, no simulator) and one subsystem's optional dependency cannot break another.
 # To export a name, add it to its module's list here.
 _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
-    "envs": (
-        "ENV_NAMES",
-        "ENV_SPECS",
-        "EnvSpec",
-        "get_spec",
-        "get_state",
-        "make_env",
-        "set_state",
-        "termination_fn",
-    ),
-    "rewards": (
-        "REWARD_FEATURES",
-        "reward_feature",
-        "reward_fn",
-    ),
+    "envs": ("ENV_NAMES", "ENV_SPECS", "EnvSpec", "get_spec", "get_state", "make_env", "set_state", "termination_fn"),
+    "rewards": ("REWARD_FEATURES", "reward_feature", "reward_fn"),
     "confidence": (
         "CONFIDENCE_FUNCTIONS",
         "compute_confidence",
@@ -80,11 +67,7 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "selective_gain",
         "tie_fair_oracle_aurcc",
     ),
-    "predictor_metrics": (
-        "normalized_absolute_error",
-        "rank_correlation_by_group",
-        "regret_at_1_by_group",
-    ),
+    "predictor_metrics": ("normalized_absolute_error", "rank_correlation_by_group", "regret_at_1_by_group"),
     "calibration": (
         "brier_score",
         "expected_calibration_error",
@@ -113,17 +96,8 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
         "query_dataset_distances",
         "summarize_dataset",
     ),
-    "simulate": (
-        "BatchSimulator",
-        "monte_carlo_returns",
-        "simulate_trajectories",
-    ),
-    "queries": (
-        "HORIZONS",
-        "QuerySet",
-        "gap_threshold",
-        "load_queries",
-    ),
+    "simulate": ("BatchSimulator", "monte_carlo_returns", "simulate_trajectories"),
+    "queries": ("HORIZONS", "QuerySet", "gap_threshold", "load_queries"),
     "plotting": (
         "draw_maze",
         "plot_gap_histogram",
@@ -152,21 +126,7 @@ _LAZY_EXPORTS: dict[str, tuple[str, ...]] = {
 }
 _NAME_TO_MODULE = {name: module for module, names in _LAZY_EXPORTS.items() for name in names}
 
-
-def __getattr__(name: str):
-    module = _NAME_TO_MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'opcc_edu' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_NAME_TO_MODULE))
-
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _NAME_TO_MODULE)
 
 __all__ = [
     "__version__",

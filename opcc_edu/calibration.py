@@ -52,16 +52,13 @@ Shapes: N queries, M members, S sides, L nominal levels, B bins.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .metrics import auroc, query_losses
 from .names import ALL_HORIZONS
-from .utils import check_choice, check_positive_int
-
-if TYPE_CHECKING:
-    pass
+from .utils import check_choice, check_finite, check_positive_int
 
 __all__ = [
     "INTERVAL_KINDS",
@@ -98,13 +95,7 @@ def _as_real(values: Any, argument: str) -> np.ndarray:
         raise ValueError(f"{argument} is empty; at least one value is needed")
     if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool) or np.iscomplexobj(array):
         raise ValueError(f"{argument} must be real numbers, got dtype {array.dtype}")
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        index = np.argwhere(~np.isfinite(array))[0]
-        raise ValueError(
-            f"{argument} must be finite; found {array[tuple(index)]!r} at index {tuple(int(i) for i in index)}"
-        )
-    return array
+    return check_finite(array.astype(np.float64), argument)
 
 
 def _as_vector(values: Any, argument: str, n: int | None = None) -> np.ndarray:
@@ -128,10 +119,6 @@ def _as_correct(values: Any, n: int, argument: str = "correct") -> np.ndarray:
     if np.any((array != 0) & (array != 1)):
         raise ValueError(f"{argument} must hold 0/1 (1 = the answer is right), got {np.unique(array)[:5]!r}")
     return array
-
-
-def _check_bins(n_bins: Any) -> int:
-    return check_positive_int(n_bins, "n_bins")
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,7 +160,7 @@ def reliability_curve(probability: Any, correct: Any, n_bins: int = 10) -> Relia
     Returns:
         A :class:`ReliabilityCurve`.
     """
-    n_bins = _check_bins(n_bins)
+    n_bins = check_positive_int(n_bins, "n_bins")
     probability = _as_probability(probability)
     correct = _as_correct(correct, probability.size)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
@@ -289,10 +276,6 @@ def calibration_metrics(
 # --------------------------------------------------------------------------------------------
 # Interval coverage of the members' values
 # --------------------------------------------------------------------------------------------
-def _levels(num_bins: int) -> np.ndarray:
-    return np.linspace(0.0, 1.0, check_positive_int(num_bins, "num_bins", minimum=2))
-
-
 def interval_coverage(members: Any, truth: Any, kind: str = "t", num_bins: int = 100) -> tuple[np.ndarray, np.ndarray]:
     """Expected and observed coverage of the members' intervals at L nominal levels.
 
@@ -313,7 +296,7 @@ def interval_coverage(members: Any, truth: Any, kind: str = "t", num_bins: int =
     if members.ndim != 2 or members.shape[1] < 2:
         raise ValueError(f"members must have shape (S, M) with M >= 2 members, got shape {members.shape}")
     truth = _as_vector(truth, "truth", members.shape[0])
-    expected = _levels(num_bins)
+    expected = np.linspace(0.0, 1.0, check_positive_int(num_bins, "num_bins", minimum=2))
     return expected, _coverage(members, truth, kind, expected)
 
 

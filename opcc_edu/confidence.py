@@ -65,7 +65,7 @@ import numpy as np
 
 from .metrics import query_losses
 from .names import CONFIDENCE_NAMES
-from .utils import check_choice
+from .utils import check_choice, check_finite, check_positive_int
 
 __all__ = [
     "ConfidenceFunction",
@@ -97,11 +97,7 @@ def _check_values(values_a: Any, values_b: Any, min_members: int = 1) -> tuple[n
             raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
         if array.size == 0:
             raise ValueError(f"{name} is empty (shape {array.shape}); need N >= 1 queries and M >= 1 members")
-        array = array.astype(np.float64)
-        if not np.all(np.isfinite(array)):
-            index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
-            raise ValueError(f"{name} must be finite; found {array[index]!r} at index {index}")
-        arrays.append(array)
+        arrays.append(check_finite(array.astype(np.float64), name))
     a, b = arrays
     if a.shape != b.shape:
         raise ValueError(f"values_a and values_b must have the same shape (N, M), got {a.shape} and {b.shape}")
@@ -248,11 +244,8 @@ def random_confidence(n: int, seed: int = 0) -> np.ndarray:
         (N,) float64 confidences; their expected AURCC is
         :func:`opcc_edu.metrics.expected_random_aurcc` (about the full-coverage risk).
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n (the number of queries) must be an integer >= 1, got {n!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return np.random.default_rng(int(seed)).random(int(n))
+    n = check_positive_int(n, "n (the number of queries)")
+    return np.random.default_rng(check_positive_int(seed, "seed", minimum=0)).random(n)
 
 
 def oracle_confidence(prediction: Any, target: Any) -> np.ndarray:
@@ -383,10 +376,7 @@ def synthetic_ensemble(
     Returns:
         A :class:`SyntheticEnsemble`.
     """
-    if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 1:
-        raise ValueError(f"n_queries must be an integer >= 1, got {n_queries!r}")
-    if isinstance(n_members, bool) or not isinstance(n_members, (int, np.integer)) or n_members < 1:
-        raise ValueError(f"n_members must be an integer >= 1, got {n_members!r}")
+    n, m = check_positive_int(n_queries, "n_queries"), check_positive_int(n_members, "n_members")
     low, high = difficulty_range
     if not 0 < low <= high:
         raise ValueError(f"difficulty_range must satisfy 0 < low <= high, got {difficulty_range!r}")
@@ -397,7 +387,6 @@ def synthetic_ensemble(
             f"min_gap, gap_scale and shared_error must be >= 0, got {min_gap!r}, {gap_scale!r}, {shared_error!r}"
         )
     rng = np.random.default_rng(seed)
-    n, m = int(n_queries), int(n_members)
     true_a = rng.uniform(0.0, 300.0, n)
     gap = rng.choice([-1.0, 1.0], n) * (min_gap + rng.exponential(gap_scale, n) if gap_scale > 0 else min_gap)
     true_b = true_a + gap
@@ -409,11 +398,4 @@ def synthetic_ensemble(
     values_b = (
         true_b[:, None] + shared[:, 1:] + difficulty[:, None] * (correlation * z + np.sqrt(1.0 - correlation**2) * x)
     )
-    return SyntheticEnsemble(
-        values_a=values_a,
-        values_b=values_b,
-        true_a=true_a,
-        true_b=true_b,
-        target=(true_a < true_b).astype(np.int8),
-        difficulty=difficulty,
-    )
+    return SyntheticEnsemble(values_a, values_b, true_a, true_b, (true_a < true_b).astype(np.int8), difficulty)

@@ -116,17 +116,11 @@ class Table(str):
         spans: dict[tuple[int, int], int] = {}
         for j in self.merge:
             start = 0
+            # a run ends at a new cell text, or (for other columns than ``group``) at a new group
+            g = j if self.group is None else self.group
             for i in range(1, len(self.rows) + 1):
-                same = (
-                    i < len(self.rows)
-                    and self.rows[i][j] == self.rows[start][j]
-                    and (
-                        self.group is None
-                        or j == self.group
-                        or self.rows[i][self.group] == self.rows[start][self.group]
-                    )
-                )
-                if not same:
+                same = i < len(self.rows) and self.rows[i][j] == self.rows[start][j]
+                if not (same and self.rows[i][g] == self.rows[start][g]):
                     spans[(start, j)] = i - start
                     spans.update({(k, j): 0 for k in range(start + 1, i)})
                     start = i
@@ -178,6 +172,7 @@ class Table(str):
     @staticmethod
     def _cell(tag: str, numeric: bool, text: str, best: bool = False, rows: int = 1) -> str:
         parts = re.split(r"( → | / )", text) if numeric and tag == "td" else [text]
+        body = html.escape(text)
         if numeric and len(parts) > 1:
             # a number with its interval never breaks; a cell of several ("a → b", "a / b") may
             # break between them, so a table of intervals still fits the text column
@@ -186,15 +181,10 @@ class Table(str):
                 html.escape(part) if i % 2 else f'<span style="white-space: nowrap">{html.escape(part)}</span>'
                 for i, part in enumerate(parts)
             )
-        elif numeric and tag == "td":
-            style = ' style="text-align: right; white-space: nowrap"'
-            body = html.escape(text)
-        elif numeric:  # a header may wrap between its words
-            style = ' style="text-align: right"'
-            body = html.escape(text)
+        elif numeric:  # a header may wrap between its words, a number may not
+            style = ' style="text-align: right; white-space: nowrap"' if tag == "td" else ' style="text-align: right"'
         else:
             style = ' style="min-width: 10em"' if len(text) > _WRAP_AFTER else ""  # a few lines, not single words
-            body = html.escape(text)
         body = f"<strong>{body}</strong>" if best else body
         mark = ' class="best"' if best else ""
         span = f' rowspan="{rows}"' if rows > 1 else ""

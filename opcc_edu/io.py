@@ -131,16 +131,13 @@ def read_manifest(root: str | os.PathLike | None = None) -> dict[str, str]:
         AssetIntegrityError: the manifest is missing or cannot be parsed.
     """
     path = (Path(root) if root is not None else assets_root()) / MANIFEST_NAME
+    hint = _RESTORE_HINT.format(rel=_source_relative(path))
     try:
         files = json.loads(path.read_text(encoding="utf-8"))["files"]
     except FileNotFoundError:
-        raise AssetIntegrityError(
-            f"the asset manifest {path} is missing; " + _RESTORE_HINT.format(rel=_source_relative(path))
-        ) from None
+        raise AssetIntegrityError(f"the asset manifest {path} is missing; {hint}") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise AssetIntegrityError(
-            f"the asset manifest {path} cannot be read ({exc}); " + _RESTORE_HINT.format(rel=_source_relative(path))
-        ) from exc
+        raise AssetIntegrityError(f"the asset manifest {path} cannot be read ({exc}); {hint}") from exc
     return {str(key): str(value) for key, value in files.items()}
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .names import ALL_HORIZONS
+from .utils import check_finite
 
 if TYPE_CHECKING:
     from .queries import QuerySet
@@ -86,10 +87,7 @@ def _as_values(values: Any, argument: str, n: int | None = None) -> np.ndarray:
         raise ValueError(f"{argument} is empty; at least one value is needed")
     if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
         raise ValueError(f"{argument} must be real numbers, got dtype {array.dtype}")
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        index = int(np.flatnonzero(~np.isfinite(array))[0])
-        raise ValueError(f"{argument} must be finite; found {array[index]!r} at index {index}")
+    array = check_finite(array.astype(np.float64), argument)
     if n is not None and array.size != n:
         raise ValueError(f"{argument} has {array.size} entries but the other inputs have {n}")
     return array
@@ -210,9 +208,8 @@ def regret_at_1_by_group(estimate: Any, truth: Any, group: Any) -> np.ndarray:
     np.maximum.at(best_truth, index, truth)
     np.maximum.at(best_estimate, index, estimate)
     picked = estimate == best_estimate[index]
-    picked_truth = np.bincount(index, np.where(picked, truth, 0.0), n_groups) / np.bincount(
-        index, picked.astype(np.float64), n_groups
-    )
+    n_picked = np.bincount(index, picked.astype(np.float64), n_groups)
+    picked_truth = np.bincount(index, np.where(picked, truth, 0.0), n_groups) / n_picked
     return np.maximum(best_truth - picked_truth, 0.0)
 
 

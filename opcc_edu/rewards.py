@@ -47,8 +47,6 @@ from .simulate.batch import LocomotionRewardSpec
 if TYPE_CHECKING:
     import torch
 
-    from .simulate.batch import LocomotionRewardSpec
-
 __all__ = [
     "REWARD_FEATURES",
     "MazeRewardSpec",

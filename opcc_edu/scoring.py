@@ -22,6 +22,9 @@ from .names import ALL_HORIZONS, CONFIDENCES
 
 __all__ = ["Scores", "score_answers", "score_values"]
 
+#: The keys of a :class:`Scores` row that say what was scored (the others are metrics).
+_ROW_KEYS = ("horizon", "confidence", "ensemble_count", "ensemble_size")
+
 
 @dataclasses.dataclass
 class Scores:
@@ -43,11 +46,7 @@ class Scores:
             size = row["ensemble_size"] if ensemble_count is None else ensemble_count
             if row["ensemble_count"] != size:
                 continue
-            metrics = {
-                key: value
-                for key, value in row.items()
-                if key not in ("horizon", "confidence", "ensemble_count", "ensemble_size")
-            }
+            metrics = {key: value for key, value in row.items() if key not in _ROW_KEYS}
             out.setdefault(str(row["confidence"]), {})[str(row["horizon"])] = metrics
         return out
 
@@ -122,10 +121,7 @@ def score_values(
         A :class:`Scores`.
     """
     confidences = resolve_confidences(confidences)
-    values_a = np.asarray(values_a)
-    values_b = np.asarray(values_b)
-    target = np.asarray(target)
-    horizon = np.asarray(horizon)
+    values_a, values_b, target, horizon = map(np.asarray, (values_a, values_b, target, horizon))
     m_full = int(values_a.shape[1])
     counts = sorted({int(c) for c in ensemble_counts if 1 <= int(c) < m_full} | {m_full})
     rows: list[dict[str, float | int | str]] = []

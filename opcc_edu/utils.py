@@ -6,7 +6,7 @@ import contextlib
 import errno
 import os
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -170,6 +170,15 @@ def check_positive_int(value: Any, argument: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_finite(array: np.ndarray, argument: str) -> np.ndarray:
+    """Return ``array`` if every entry is finite; else raise ValueError naming the first other one and where it is."""
+    if not np.all(np.isfinite(array)):
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
+        where = index[0] if array.ndim == 1 else index
+        raise ValueError(f"{argument} must be finite; found {array[index]!r} at index {where}")
+    return array
+
+
 def dataclass_from_dict(cls: type[D], data: Mapping[str, Any], tuple_fields: tuple[str, ...] = ("hidden_sizes",)) -> D:
     """Build dataclass ``cls`` from a JSON-style mapping (the inverse of a ``to_dict``).
 
@@ -205,3 +214,21 @@ def single_threaded() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def lazy_exports(package: str, namespace: dict[str, Any], exports: Mapping[str, str]) -> tuple[Callable, Callable]:
+    """A package's PEP 562 ``(__getattr__, __dir__)``: each name of ``exports`` (name -> submodule,
+    relative to ``package``) is imported on first use and kept in ``namespace``, the package's ``globals()``."""
+    import importlib
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = namespace[name] = getattr(importlib.import_module(f".{module}", package), name)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(exports))
+
+    return __getattr__, __dir__

@@ -37,10 +37,8 @@ Only :mod:`.config` is imported with the package; the rest (and torch) on first 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from ..names import ALL_HORIZONS, CONFIDENCES
+from ..utils import lazy_exports
 from .config import BASELINE_DEFAULTS, EnsembleConfig
 
 CONFIDENCE_METHODS: tuple[str, ...] = CONFIDENCES
@@ -79,21 +77,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "score_values":  # the one scoring function, importable here as before
-        from ..scoring import score_values
-
-        return score_values
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'opcc_edu.baselines' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {"score_values"})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {**_LAZY, "score_values": ".scoring"})
 
 
 __all__ = ["ALL_HORIZONS", "BASELINE_DEFAULTS", "CONFIDENCE_METHODS", "EnsembleConfig", "score_values", *_LAZY]

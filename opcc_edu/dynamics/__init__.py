@@ -20,9 +20,7 @@ torch) on first use, so that a configuration can be validated without torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..utils import lazy_exports
 from .spec import ACTIVATION_NAMES, AR_TARGETS, MODEL_TYPES, TERMINATION_MODES, ModelSpec
 
 _LAZY: dict[str, str] = {
@@ -49,17 +47,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'opcc_edu.dynamics' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = ["ACTIVATION_NAMES", "AR_TARGETS", "MODEL_TYPES", "TERMINATION_MODES", "ModelSpec", *_LAZY]

@@ -83,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from ..names import METRIC_NAMES, TIE_FAIR_METRICS
+from ..utils import check_positive_int
 from .checks import check_k, loss_and_confidence, query_losses
 from .selective import (
     augrc,
@@ -228,8 +229,7 @@ def format_mean_ci(mean: float, half_width: float, digits: int = 3) -> str:
     A half-width that rounds to zero is shown as ``(<0.001)`` (for ``digits=3``); ``nan`` (a
     single run) shows the mean alone.
     """
-    if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) or digits < 0:
-        raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
+    digits = check_positive_int(digits, "digits", minimum=0)
     text = f"{mean:.{digits}f}"
     if math.isnan(half_width):
         return text

@@ -6,10 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from ..utils import check_finite, check_positive_int
 
-# --------------------------------------------------------------------------------------------
-# Input checks
-# --------------------------------------------------------------------------------------------
+
 def _as_binary(values: Any, argument: str) -> np.ndarray:
     """Return ``values`` as a 1-D int8 array of 0/1 or raise ValueError naming ``argument``."""
     array = np.asarray(values)
@@ -39,11 +38,7 @@ def _as_confidence(values: Any, argument: str = "confidence") -> np.ndarray:
         raise ValueError(f"{argument} is empty; at least one query is needed")
     if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
         raise ValueError(f"{argument} must be numeric, got dtype {array.dtype}")
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        index = int(np.flatnonzero(~np.isfinite(array))[0])
-        raise ValueError(f"{argument} must be finite; found {array[index]!r} at index {index}")
-    return array
+    return check_finite(array.astype(np.float64), argument)
 
 
 def _check_lengths(**arrays: np.ndarray) -> int:
@@ -78,6 +73,4 @@ def loss_and_confidence(prediction: Any, target: Any, confidence: Any) -> tuple[
 
 
 def check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k (the number of coverage bins) must be an integer >= 1, got {k!r}")
-    return int(k)
+    return check_positive_int(k, "k (the number of coverage bins)")

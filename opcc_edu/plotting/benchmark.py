@@ -99,25 +99,10 @@ def draw_maze(env_name: str, ax: Axes | None = None) -> Axes:
     for x, y in geometry["walls"]:
         wall = Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=WALL_COLOR, edgecolor=WALL_COLOR, zorder=WALL_ZORDER)
         ax.add_patch(wall).set_gid("maze")
-    goal = geometry["goal"]
-    ax.add_patch(
-        Circle(
-            goal,
-            GOAL_RADIUS,
-            facecolor="gold",
-            edgecolor="darkgoldenrod",
-            alpha=0.6,
-            label="goal region",
-            zorder=WALL_ZORDER,
-        )
-    ).set_gid("maze")
+    style = dict(facecolor="gold", edgecolor="darkgoldenrod", alpha=0.6, label="goal region", zorder=WALL_ZORDER)
+    ax.add_patch(Circle(geometry["goal"], GOAL_RADIUS, **style)).set_gid("maze")
     xmin, xmax, ymin, ymax = geometry["extent"]
-    ax.set_xlim(xmin, xmax)
-    ax.set_ylim(ymin, ymax)
-    ax.set_aspect("equal")
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
-    ax.set_title(env_name)
+    ax.set(xlim=(xmin, xmax), ylim=(ymin, ymax), aspect="equal", xlabel="x (m)", ylabel="y (m)", title=env_name)
     return ax
 
 
@@ -182,21 +167,12 @@ def plot_value_scatter(
         width = set_gap_threshold(queries, h)
         ax.fill_between(line, line - width, line + width, color="0.85", lw=0, label="removed (ambiguous)")
         ax.plot(line, line, color="0.5", lw=0.8, ls="--")
+        value_a, value_b = sub.value_a[rows], sub.value_b[rows]
         for answer in (1, 0):
             mask = sub.target[rows] == answer
             label = "$V^{\\pi} < V^{\\hat\\pi}$" if answer == 1 else "$V^{\\pi} > V^{\\hat\\pi}$"
-            ax.scatter(
-                sub.value_a[rows][mask],
-                sub.value_b[rows][mask],
-                s=6,
-                alpha=0.6,
-                color=ANSWER_COLORS[answer],
-                label=label,
-            )
-        ax.set_xlim(line)
-        ax.set_ylim(line)
-        ax.set_aspect("equal")
-        ax.set_title(f"h = {h} ({len(sub)} queries)")
+            ax.scatter(value_a[mask], value_b[mask], s=6, alpha=0.6, color=ANSWER_COLORS[answer], label=label)
+        ax.set(xlim=line, ylim=line, aspect="equal", title=f"h = {h} ({len(sub)} queries)")
         ax.set_xlabel(f"$V^{{\\pi}}(s, h)$ ({unit})")
         spec = ax.get_subplotspec()
         if spec is None or spec.is_first_col():

@@ -30,10 +30,7 @@ def plot_reliability(
     share = curve.count[used] / curve.count.sum()
     ax.scatter(curve.mean_probability[used], curve.accuracy[used], s=12 + 200 * share, color=line.get_color())
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("P(right answer), mean in bin")
-    ax.set_ylabel("share right in bin")
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="P(right answer), mean in bin", ylabel="share right in bin")
     return ax
 
 
@@ -53,8 +50,6 @@ def plot_coverage_curve(
     text = f"area {area:.3f}" if label is None else f"{label} (area {area:.3f})"
     ax.plot(expected, observed, label=text, **style)
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("nominal coverage of the interval")
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="nominal coverage of the interval")
     ax.set_ylabel("observed coverage (share of sides)")
     return ax

@@ -23,6 +23,7 @@ What counts, in display coordinates after ``fig.canvas.draw()``:
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,8 +62,7 @@ def _panels(fig: Figure) -> list:
 
 
 def _legends(fig: Figure) -> list:
-    found = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    found += list(fig.legends)
+    found = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
     return [legend for legend in found if legend.get_visible()]
 
 
@@ -70,6 +70,11 @@ def _shrunk(box: Any, by: float = _SLACK) -> Any:
     from matplotlib.transforms import Bbox
 
     return Bbox.from_extents(box.x0 + by, box.y0 + by, box.x1 - by, box.y1 - by)
+
+
+def _in_data(artist: Any, ax: Any) -> bool:
+    """Whether ``artist`` is placed in data coordinates on both axes (not ``axhline``, a frame or a legend's box)."""
+    return all(artist.get_transform().contains_branch_seperately(ax.transData))
 
 
 def _inside(points: np.ndarray, box: Any) -> np.ndarray:
@@ -103,7 +108,7 @@ def _data_points(ax: Any) -> np.ndarray:
         if not artist.get_visible():
             continue
         if isinstance(artist, Line2D):
-            if tuple(artist.get_transform().contains_branch_seperately(ax.transData)) != (True, True):
+            if not _in_data(artist, ax):
                 continue  # axhline / axvline: a reference line across the Axes, not data
             xy = artist.get_xydata()
             if len(xy) == 0:
@@ -117,7 +122,7 @@ def _data_points(ax: Any) -> np.ndarray:
             if len(offsets):
                 chunks.append(artist.get_offset_transform().transform(offsets))
         elif isinstance(artist, Polygon) and artist.get_gid() != "maze":  # a step histogram's outline
-            if tuple(artist.get_transform().contains_branch_seperately(ax.transData)) == (True, True):
+            if _in_data(artist, ax):
                 for ring in artist.get_path().to_polygons(closed_only=False):
                     if len(ring):
                         chunks.append(_sampled(artist.get_transform().transform(np.asarray(ring, dtype=float))))
@@ -144,10 +149,7 @@ def _bars(ax: Any) -> list:
             continue
         if patch.get_gid() == "maze":  # a maze's floor and walls are the map, not data
             continue
-        if patch.get_height() == 0 or tuple(patch.get_transform().contains_branch_seperately(ax.transData)) != (
-            True,
-            True,
-        ):
+        if patch.get_height() == 0 or not _in_data(patch, ax):
             continue  # a rectangle placed in Axes coordinates (a frame, a legend's box) is no bar
         box = Bbox.intersection(patch.get_window_extent(), frame)
         if box is not None and box.width > _SLACK and box.height > _SLACK:
@@ -175,6 +177,11 @@ def _texts(fig: Figure) -> list[tuple[str, Any]]:
     return [(name, artist.get_window_extent(renderer)) for name, artist in found]
 
 
+def _covered(ax: Any, box: Any) -> tuple[int, int]:
+    """``(data points, bars)`` of ``ax`` under ``box`` (a legend's display box, shrunk)."""
+    return int(_inside(_data_points(ax), box).sum()), sum(1 for bar in _bars(ax) if _shrunk(bar).overlaps(box))
+
+
 def figure_problems(fig: Figure) -> list[str]:
     """What keeps ``fig`` from reading at a glance (see the module's docstring); empty if nothing.
 
@@ -190,8 +197,7 @@ def figure_problems(fig: Figure) -> list[str]:
         for i, ax in enumerate(fig.axes):
             if not ax.get_visible():
                 continue
-            covered = int(_inside(_data_points(ax), box).sum())
-            bars = sum(1 for bar in _bars(ax) if _shrunk(bar).overlaps(box))
+            covered, bars = _covered(ax, box)
             if covered or bars:
                 what = ", ".join(
                     part for part in (f"{covered} data points" * bool(covered), f"{bars} bars" * bool(bars)) if part
@@ -223,27 +229,17 @@ def check_figure(fig: Any) -> None:
 #: Problems found by :func:`check_every_figure`'s hook, in the order found.
 _FOUND: list[str] = []
 #: The figures checked so far (weak references: a closed figure is forgotten).
-_CHECKED: Any = None
-
-
-def _checked() -> Any:
-    global _CHECKED
-    if _CHECKED is None:
-        import weakref
-
-        _CHECKED = weakref.WeakSet()
-    return _CHECKED
+_CHECKED: weakref.WeakSet = weakref.WeakSet()
 
 
 def _check_open_figures() -> None:
     import matplotlib.pyplot as plt
 
-    checked = _checked()
     for number in plt.get_fignums():
         fig = plt.figure(number)
-        if fig in checked:
+        if fig in _CHECKED:
             continue
-        checked.add(fig)
+        _CHECKED.add(fig)
         try:
             check_figure(fig)
         except FigureProblem as problem:
@@ -301,12 +297,7 @@ _INSIDE = (
 def _legend_is_clear(fig: Figure, legend: Any) -> bool:
     fig.canvas.draw()
     box = _shrunk(legend.get_window_extent())
-    for ax in fig.axes:
-        if ax.get_visible() and (
-            _inside(_data_points(ax), box).any() or any(_shrunk(b).overlaps(box) for b in _bars(ax))
-        ):
-            return False
-    return True
+    return not any(any(_covered(ax, box)) for ax in fig.axes if ax.get_visible())
 
 
 def place_legend(ax: Any, *args: Any, outside: str = "right", **kwargs: Any) -> Any:

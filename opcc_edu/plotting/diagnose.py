@@ -31,22 +31,14 @@ def plot_reward_map(reward_map: Any, fig: Figure | None = None) -> Figure:
         draw_maze(reward_map.env_name, ax=ax)
         for patch in [p for p in ax.patches if p.get_label() == "goal region"]:  # an outline above the map
             patch.set(facecolor="none", edgecolor="black", linestyle="--", zorder=3)
-    image = axes[0].imshow(
-        bias,
-        extent=reward_map.extent,
-        origin="upper",
-        cmap="RdBu_r",
-        norm=TwoSlopeNorm(0.0, -limit, limit),
-        zorder=MAP_ZORDER,
-    )
+    shared = dict(extent=reward_map.extent, origin="upper", zorder=MAP_ZORDER)
+    image = axes[0].imshow(bias, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -limit, limit), **shared)
     fig.colorbar(image, ax=axes[0], label="learned - true reward (per step)")
     axes[0].set_title("reward error, query steps")
     if reward_map.data_visits is not None:
         shown = np.ma.masked_equal(reward_map.data_visits, 0)
         norm = LogNorm(vmin=1, vmax=max(2.0, float(reward_map.data_visits.max())))
-        image = axes[1].imshow(
-            shown, extent=reward_map.extent, origin="upper", cmap="viridis", norm=norm, zorder=MAP_ZORDER
-        )
+        image = axes[1].imshow(shown, cmap="viridis", norm=norm, **shared)
         fig.colorbar(image, ax=axes[1], label="dataset transitions per patch (count)")
         axes[1].set_title("dataset transitions")
     return fig

@@ -39,12 +39,7 @@ class MemberValues(Protocol):
 
 
 def plot_risk_coverage(
-    prediction: Any,
-    target: Any,
-    confidence: Any,
-    ax: Axes | None = None,
-    label: str | None = None,
-    **plot_kwargs: Any,
+    prediction: Any, target: Any, confidence: Any, ax: Axes | None = None, label: str | None = None, **plot_kwargs: Any
 ) -> Axes:
     """Plot the exact risk-coverage curve (operating points as markers, linear in between).
 
@@ -183,12 +178,9 @@ def plot_answers(answers: Any, ax: Axes | None = None, confidences: Sequence[str
     ``ax`` is None), labelled with the confidence's display name and its AURCC.
     """
     for name in confidences or list(answers.predictions):
+        label = CONFIDENCE_NAMES.get(name, name)
         ax = plot_risk_coverage(
-            answers.predictions[name],
-            answers.target,
-            answers.confidences[name],
-            ax=ax,
-            label=CONFIDENCE_NAMES.get(name, name),
+            answers.predictions[name], answers.target, answers.confidences[name], ax=ax, label=label
         )
     if answers.config is None:
         ax.set_title(f"{answers.env_name}: {answers.baseline} (no model)")

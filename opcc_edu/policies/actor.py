@@ -42,11 +42,7 @@ class Actor(nn.Module):
     """
 
     def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        hidden_sizes: Sequence[int] = (64, 64),
-        obs_clip: float | None = OBS_CLIP,
+        self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int] = (64, 64), obs_clip: float | None = OBS_CLIP
     ):
         super().__init__()
         self.obs_dim = check_positive_int(obs_dim, "obs_dim")

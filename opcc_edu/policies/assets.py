@@ -62,12 +62,8 @@ def policy_checksums(env_name: str, assets_dir: str | os.PathLike | None = None)
     Levels whose file is missing are left out. Query sets record these digests, so a query set
     can be matched to the exact policies that labelled it.
     """
-    out = {}
-    for level in POLICY_LEVELS:
-        path = policy_path(env_name, level, assets_dir)
-        if path.exists():
-            out[str(level)] = sha256_file(path)
-    return out
+    paths = {str(level): policy_path(env_name, level, assets_dir) for level in POLICY_LEVELS}
+    return {level: sha256_file(path) for level, path in paths.items() if path.exists()}
 
 
 def load_policy(env_name: str, level: int, assets_dir: str | os.PathLike | None = None) -> Actor:

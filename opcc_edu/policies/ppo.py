@@ -346,6 +346,7 @@ def train_ppo(
     reuse: bool = False,
 ) -> list[Path]:
     """Train a PPO policy and save an exported :class:`Actor` at each checkpoint step.
+    (A recipe, read top to bottom.)
 
     Deterministic on the CPU given ``seed``: the same arguments give the same transitions and
     bit-identical weights. A checkpoint at step k is the policy after its updates on the first
@@ -387,9 +388,7 @@ def train_ppo(
     from tqdm.auto import tqdm
 
     get_spec(env_name)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
+    seed = check_positive_int(seed, "seed", minimum=0)
     config = config or default_ppo_config(env_name)
     total, wanted = _rollout_steps(total_steps, checkpoint_steps, config.rollout_steps)
     out_dir = Path(out_dir)

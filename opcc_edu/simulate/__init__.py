@@ -7,10 +7,7 @@ benchmark labels every query by Monte-Carlo simulation in the environment itself
 This package does that for thousands of queries together:
 
 * :class:`BatchSimulator` holds ``n`` MuJoCo ``MjData`` of one ``MjModel`` and reproduces
-  ``make_env(name).step`` exactly (the gymnasium v5 reward formulas with their healthy reward
-  and termination for the locomotion tasks, the fixed-goal sparse reward and the velocity clip
-  of the mazes in :mod:`opcc_edu.envs`). A test compares it with the gymnasium environment
-  bit for bit.
+  ``make_env(name).step`` bit for bit (rewards and terminations included; see :mod:`.batch`).
 * :func:`monte_carlo_returns` steps all queries of a batch together with ONE batched policy
   forward per step (:class:`opcc_edu.policies.StackedActors` gathers each row's policy), stops
   each row at its own horizon, and stops an episode for good when it terminates.

@@ -71,11 +71,8 @@ def validate_rows(
         first_action = np.asarray(first_action, dtype=np.float32)
         if first_action.shape != (n, spec.act_dim):
             raise ValueError(f"first_action must have shape ({n}, {spec.act_dim}) or be None, got {first_action.shape}")
-    gamma = (
-        np.broadcast_to(np.asarray(gamma, dtype=np.float64), (n,)).copy()
-        if np.ndim(gamma) == 0
-        else np.asarray(gamma, dtype=np.float64)
-    )
+    gamma = np.asarray(gamma, dtype=np.float64)
+    gamma = np.broadcast_to(gamma, (n,)).copy() if gamma.ndim == 0 else gamma
     if gamma.shape != (n,) or not np.all((gamma >= 0.0) & (gamma <= 1.0)):
         raise ValueError(f"gamma must be a float in [0, 1] or an array of shape ({n},) in [0, 1], got {gamma!r}")
     return Rows(states, policy_index.astype(np.int64), horizon.astype(np.int64), first_action, gamma)
