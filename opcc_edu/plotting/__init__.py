@@ -16,33 +16,48 @@ figures compose in notebooks. matplotlib is imported by the functions, not by th
 no low-level module (metrics, confidence, config) imports this package.
 """
 
-from .benchmark import (
-    ANSWER_COLORS,
-    SIDE_COLORS,
-    draw_maze,
-    maze_geometry,
-    plot_gap_histogram,
-    plot_query,
-    plot_start_frames,
-    plot_value_scatter,
-    query_explorer,
-    query_trajectories,
-    render_states,
-)
-from .calibration import plot_coverage_curve, plot_reliability
-from .check import (
-    MAX_PANELS,
-    FigureProblem,
-    assert_figures_readable,
-    check_every_figure,
-    check_figure,
-    figure_problems,
-    place_legend,
-)
-from .data import plot_maze_visitation, plot_query_distances, plot_state_visitation
-from .diagnose import plot_reward_map, plot_value_error
-from .selective import plot_answers, plot_comparison, plot_level_risk_coverage, plot_risk_coverage, plot_voting_prefix
-from .style import BOOK_STYLE, MIN_FONT_SIZE, PAGE_WIDTH, figure_size, new_axes, use_book_style
+from ..utils import lazy_exports
+
+# Loaded on first use, so that importing one drawing module does not load them all.
+_LAZY: dict[str, str] = {
+    "ANSWER_COLORS": "benchmark",
+    "SIDE_COLORS": "benchmark",
+    "draw_maze": "benchmark",
+    "maze_geometry": "benchmark",
+    "plot_gap_histogram": "benchmark",
+    "plot_query": "benchmark",
+    "plot_start_frames": "benchmark",
+    "plot_value_scatter": "benchmark",
+    "query_explorer": "benchmark",
+    "query_trajectories": "benchmark",
+    "render_states": "benchmark",
+    "plot_coverage_curve": "calibration",
+    "plot_reliability": "calibration",
+    "MAX_PANELS": "check",
+    "FigureProblem": "check",
+    "assert_figures_readable": "check",
+    "check_every_figure": "check",
+    "check_figure": "check",
+    "figure_problems": "check",
+    "place_legend": "check",
+    "plot_maze_visitation": "data",
+    "plot_query_distances": "data",
+    "plot_state_visitation": "data",
+    "plot_reward_map": "diagnose",
+    "plot_value_error": "diagnose",
+    "plot_answers": "selective",
+    "plot_comparison": "selective",
+    "plot_level_risk_coverage": "selective",
+    "plot_risk_coverage": "selective",
+    "plot_voting_prefix": "selective",
+    "BOOK_STYLE": "style",
+    "MIN_FONT_SIZE": "style",
+    "PAGE_WIDTH": "style",
+    "figure_size": "style",
+    "new_axes": "style",
+    "use_book_style": "style",
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 __all__ = [
     "ANSWER_COLORS",
