@@ -17,6 +17,7 @@ from synthetic_answers import SyntheticAnswers
 
 from opcc_edu.lab import experiments as ex
 from opcc_edu.lab import findings
+from opcc_edu.lab.experiments.report import profile_directories
 from opcc_edu.lab.findings import Expectation, Verdict
 
 
@@ -444,3 +445,54 @@ def test_each_lesson_verdict_is_the_glance_verdict_of_its_named_run_set():
             assert env in statement.split(f"{outcome}: ")[1].split(";")[0], (ablation, env)
     with pytest.raises(ValueError, match="unknown ablation 'no-such-ablation'; valid choices: dataset-type"):
         findings.lesson_results("no-such-ablation")
+
+
+def test_a_lesson_asks_for_runs_by_their_word_never_by_folder(monkeypatch, tmp_path):
+    """``lesson_results(..., runs=...)``, :func:`findings.run_set_label` and
+    :func:`findings.one_step_errors` read the small, larger and hard runs (:data:`findings.RUN_SETS`)
+    as the folders they stand for, so a lesson's code names no folder, profile or stored key."""
+    assert findings.RUN_SETS == {
+        "small": "paper/tiny",
+        "larger": "ablations-classroom/paper/classroom",
+        "hard": "hard/tiny",
+    }
+    hard = findings.lesson_results("horizon", runs="hard")
+    assert hard is findings.lesson_results("horizon", runs="hard"), "read once per process"
+    assert hard.name == "hard/tiny" and hard.table.equals(findings.load_committed("horizon")["hard/tiny"].table)
+    assert findings.lesson_results("horizon", runs="larger") is findings.lesson_results("horizon")
+    assert findings.lesson_results("termination", runs="small") is findings.lesson_results("termination")
+    # findings_at_a_glance's columns: one label per results directory of every root
+    root = ex.find_results_root()
+    columns = {
+        findings.results_label(base / name)
+        for base in (root, *sorted(root.parent.glob(f"{root.name}-*")))
+        for name in profile_directories(base)
+    }
+    for runs in findings.RUN_SETS:
+        label = findings.run_set_label(runs)
+        assert label == findings.results_label(findings.lesson_results("horizon", runs=runs).directory)
+        assert label in columns, (runs, label)
+    assert (findings.run_set_label("small"), findings.run_set_label("larger")) == (
+        "tiny (paper queries)",
+        "classroom (paper queries)",
+    )
+    # the one-step error measured on the model-type lesson's own runs (the small runs)
+    errors = findings.one_step_errors("model-type")
+    assert set(errors) == {"maze2d-umaze/1m", "hopper/medium"}
+    assert all(
+        len(by_level[lv]) == 3 and {"mse", "seed"} <= set(by_level[lv][0])
+        for by_level in errors.values()
+        for lv in ("ff", "ar")
+    )
+    assert errors != findings.one_step_errors("model-type", runs="larger")
+    with pytest.raises(LookupError, match="not the run set 'hard/tiny'"):
+        findings.one_step_errors("model-type", runs="hard")
+    with pytest.raises(LookupError, match="no one-step error measured"):
+        findings.one_step_errors("horizon")
+    with pytest.raises(ValueError, match="unknown set of runs 'huge'; valid choices: small, larger, hard"):
+        findings.lesson_results("horizon", runs="huge")
+    with pytest.raises(ValueError, match="unknown set of runs 'huge'"):
+        findings.run_set_label("huge")
+    monkeypatch.setenv("OPCC_EDU_RESULTS", str(tmp_path / "nothing"))
+    with pytest.raises(LookupError, match="not committed"):
+        findings.run_set_label("small")

@@ -40,9 +40,12 @@ from .glance import (
 )
 from .lessons import (
     LESSON_RUN_SETS,
+    RUN_SETS,
     lesson_results,
     lesson_verdict,
     margin_statement,
+    one_step_errors,
+    run_set_label,
     show_all_verdicts,
     show_verdict,
     verdict_statement,
@@ -101,9 +104,12 @@ from .verdicts import (
 __all__ = [
     "AblationResults",
     "LESSON_RUN_SETS",
+    "RUN_SETS",
     "lesson_results",
     "lesson_verdict",
     "margin_statement",
+    "one_step_errors",
+    "run_set_label",
     "paired_power",
     "power_summary",
     "show_all_verdicts",

@@ -6,14 +6,19 @@ states the verdict of that run set on the lesson's page, and *What we learned* s
 the same function from the same run set, so the two pages cannot disagree (a test of the rendered
 book compares them). The verdict is :func:`~opcc_edu.lab.findings.judge_finding` -- the rule of
 :mod:`opcc_edu.lab.findings.rule` -- on the run set's aggregate, its twin runs paired, every
-environment whose cells rest on two runs or more.
+environment whose cells rest on two runs or more. A lesson that reads another set of runs asks
+for it by its word (:data:`RUN_SETS`: ``lesson_results(finding, runs="hard")``,
+:func:`run_set_label`, :func:`one_step_errors`), never by a folder, profile or stored key.
 """
 
 from __future__ import annotations
 
 import functools
 import html
+import json
 import re
+from pathlib import Path
+from typing import Any
 
 from .. import experiments as ex
 from .glance import (
@@ -31,10 +36,13 @@ from .verdicts import Verdict
 
 __all__ = [
     "LESSON_RUN_SETS",
+    "RUN_SETS",
     "RUN_SET_NAMES",
     "lesson_results",
     "lesson_verdict",
     "margin_statement",
+    "one_step_errors",
+    "run_set_label",
     "show_all_verdicts",
     "show_verdict",
     "verdict_statement",
@@ -59,14 +67,41 @@ LESSON_RUN_SETS: dict[str, str] = {
 }
 
 
-def lesson_results(ablation: str | ex.Ablation) -> AblationResults:
-    """The committed results a finding's lesson reads (:data:`LESSON_RUN_SETS`; read once per
-    process: committed results do not change while a book is built).
+#: Our sets of runs by the word a lesson uses for them, as :data:`LESSON_RUN_SETS` names them:
+#: ``"small"`` (10 members on 20,000 transitions, 300 queries per environment), ``"larger"``
+#: (ensembles of 20 on 200,000 transitions, 1,500 queries) and ``"hard"`` (runs of the small
+#: runs' sizes, five seeds, on the package's hard queries). A lesson asks for
+#: ``lesson_results(finding, runs="hard")`` or :func:`run_set_label`, never for a folder.
+RUN_SETS: dict[str, str] = {
+    "small": "paper/tiny",
+    "larger": "ablations-classroom/paper/classroom",
+    "hard": "hard/tiny",
+}
+
+
+def _run_set(runs: str | None, name: str) -> str:
+    if runs is None:
+        return LESSON_RUN_SETS[name]
+    if runs not in RUN_SETS:
+        raise ValueError(f"unknown set of runs {runs!r}; valid choices: {', '.join(RUN_SETS)}")
+    return RUN_SETS[runs]
+
+
+def lesson_results(ablation: str | ex.Ablation, runs: str | None = None) -> AblationResults:
+    """The committed results a finding's lesson reads (read once per process: committed results
+    do not change while a book is built).
+
+    Args:
+        ablation: registry key or :class:`~opcc_edu.lab.experiments.Ablation`.
+        runs: a set of runs by its word in :data:`RUN_SETS` (``"small"``, ``"larger"``,
+            ``"hard"``); by default the lesson's own (:data:`LESSON_RUN_SETS`).
 
     Raises:
+        ValueError: for an unknown ablation or set of runs.
         LookupError: when that run set is not committed (e.g. a checkout without ``results/``).
     """
-    return _lesson(ex.get_ablation(ablation).name)[0]
+    name = ex.get_ablation(ablation).name
+    return _results(name, _run_set(runs, name))
 
 
 def lesson_verdict(ablation: str | ex.Ablation) -> Verdict | None:
@@ -75,20 +110,84 @@ def lesson_verdict(ablation: str | ex.Ablation) -> Verdict | None:
 
 
 @functools.cache
-def _lesson(name: str) -> tuple[AblationResults, Verdict | None]:
-    run_set = LESSON_RUN_SETS[name]
+def _results(name: str, run_set: str) -> AblationResults:
     root = run_set.split("/", 1)[0] if run_set.startswith("ablations-") else None
     found = load_committed(name, root=root, only=run_set)
     if run_set not in found:
         raise LookupError(f"run set {run_set!r} of {name!r} is not committed; committed: {sorted(found)}")
-    entry = found[run_set]
+    return found[run_set]
+
+
+@functools.cache
+def _lesson(name: str) -> tuple[AblationResults, Verdict | None]:
+    entry = _results(name, LESSON_RUN_SETS[name])
     return entry, judge_finding(name, _with_intervals(entry.table))
+
+
+def _run_set_directory(run_set: str) -> Path:
+    """The results directory of a run set named as :func:`load_committed` names it."""
+    head, _, rest = run_set.partition("/")
+    if head.startswith("ablations-"):
+        root, relative = ex.sibling_results_root(head), rest
+    else:
+        root, relative = ex.find_results_root(), run_set
+    directory = None if root is None else root / relative
+    if directory is None or not directory.is_dir():
+        raise LookupError(f"run set {run_set!r} is not committed (a checkout without results/?)")
+    return directory
+
+
+def run_set_label(runs: str) -> str:
+    """The column :func:`~opcc_edu.lab.findings.findings_at_a_glance` gives a set of runs
+    (:data:`RUN_SETS`: ``"small"``, ``"larger"``, ``"hard"``), e.g.
+    ``run_set_label("small") == "tiny (paper queries)"``: a lesson picks its columns by the runs'
+    word, not by a folder's.
+
+    Raises:
+        ValueError: for an unknown set of runs.
+        LookupError: when it is not committed.
+    """
+    return results_label(_run_set_directory(_run_set(runs, "")))
+
+
+def one_step_errors(ablation: str | ex.Ablation, runs: str | None = None) -> dict[str, Any]:
+    """The held-out one-step error of the ensembles a set of runs trained, as
+    ``benchmarks/bench_model_error.py`` measured it for that grid: ``{"<env>/<dataset>": {level:
+    [{"seed", "mse", "cache_hit", ...}, ...]}}``, ``mse`` in standardised units, mean over
+    members and outputs.
+
+    Args:
+        ablation: registry key or :class:`~opcc_edu.lab.experiments.Ablation`.
+        runs: a set of runs by its word in :data:`RUN_SETS`; by default the lesson's own.
+
+    Raises:
+        FileNotFoundError: when the repository's benchmark reports are not there.
+        LookupError: when no one-step error was measured for that set of runs.
+    """
+    from ..scale import find_benchmark_results
+
+    name = ex.get_ablation(ablation).name
+    run_set = _run_set(runs, name)
+    head, _, rest = run_set.partition("/")
+    root, within = (head, rest) if head.startswith("ablations-") else ("ablations", run_set)
+    suffix = "" if root == "ablations" else f"_{root}"
+    stem = f"model_error_{name}_{within.rsplit('/', 1)[-1]}{suffix}"
+    path = find_benchmark_results() / f"{stem}.json"
+    if not path.is_file():
+        raise LookupError(f"no one-step error measured for the run set {run_set!r} of {name!r}")
+    record = json.loads(path.read_text())
+    if record["config"]["results"] != f"results/{root}/{within}":
+        raise LookupError(
+            f"{stem}.json measured {record['config']['results']!r}, not the run set {run_set!r} of {name!r}"
+        )
+    return record["results"]
 
 
 #: How a page names each run set (a lesson speaks of runs, not of folders).
 RUN_SET_NAMES: dict[str, str] = {
     "paper/tiny": "small runs",
     "ablations-classroom/paper/classroom": "larger runs",
+    "hard/tiny": "small runs on the hard queries",
 }
 
 
