@@ -34,7 +34,10 @@ INSIDER = [
     ("a results folder or file", re.compile(r"results/|[\"']results[\"']|\w+\.(json|csv|npz|safetensors)\b")),
     ("a grid's stored key", re.compile(r"[\"'](hard|paper)/\w+[\"']")),
     ("a hidden check", re.compile(r"hidden (cell|check)s?\b", re.I)),
-    ("a lab-notebook remark", re.compile(r"\b(not been timed|has not been run|committed)\b", re.I)),
+    (
+        "a lab-notebook remark",
+        re.compile(r"\b(not\s+been\s+timed|has\s+not\s+been\s+run|committed|an\s+earlier\s+version)\b", re.I),
+    ),
     ("an older recipe as a current one", re.compile(r"\b(an )?older (query )?recipe\b", re.I)),
     ("an exercise without its chapter's number", re.compile(r"\bexercises? \d+\b(?!\.\d)", re.I)),
 ]
@@ -135,6 +138,8 @@ def test_the_check_finds_insider_words_and_long_lines():
         ("code", 'print(f"profile {profile.name}: {n} queries")'),
     ]
     problems = lesson_problems(bad)
+    history = lesson_problems([("prose", "The converter (an\nearlier version ignored it) shifts by 0.2.")])
+    assert any(p.startswith("a lab-notebook remark") for p in history), history
     for what in (
         "a profile's name",
         "a profile's setting",
