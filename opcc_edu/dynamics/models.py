@@ -292,7 +292,7 @@ class DynamicsEnsemble(nn.Module):
         if index.numel() == 0 or int(index.min()) < 0 or int(index.max()) >= self.ensemble_size:
             raise ValueError(f"members must select at least one of the {self.ensemble_size} members, got {members!r}")
         spec = dataclasses.replace(self.spec, ensemble_size=int(index.numel()))
-        new = build_ensemble(spec, init=False).to(self.device)
+        new = build_ensemble(spec, init=False, env=None if isinstance(self._env, str) else self._env).to(self.device)
         state = {}
         for key, value in self.state_dict().items():
             state[key] = value[index.to(value.device)] if key.startswith(self._MEMBER_PREFIXES) else value
