@@ -178,3 +178,10 @@ def test_the_size_statement_reads_the_papers_table_and_reaches_the_summary():
     assert several.summary() == (
         "reproduced (2 of 2; same direction as the paper's difference, another size: hopper AURCC 13×)"
     )
+
+
+def test_an_interval_rounds_as_a_page_prints_it():
+    interval = rule.DifferenceInterval("aurcc", -0.03149, 0.01051, 0.01051, 0.0, True, 3, 0.01)
+    assert interval.rounded() == (-0.031, 0.011)
+    assert interval.rounded(2) == (-0.03, 0.01)
+    assert interval.rounded() != (round(interval.low, 3), round(interval.high, 3))  # not the ends

@@ -284,6 +284,10 @@ class DifferenceInterval:
     def high(self) -> float:
         return self.difference + self.half_width
 
+    def rounded(self, digits: int = 3) -> tuple[float, float]:
+        """``(difference, half_width)`` rounded to ``digits`` decimals, as a page prints them."""
+        return round(self.difference, digits), round(self.half_width, digits)
+
     @property
     def separated(self) -> bool:
         """The interval excludes zero (touching or unknown intervals do not)."""
