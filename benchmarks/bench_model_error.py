@@ -37,7 +37,7 @@ import torch
 from opcc_edu.io import atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record import provenance_record, write_json  # noqa: E402
+from bench_record import model_sizes, provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine  # noqa: E402
 from bench_training import held_out_mse_per_dim  # noqa: E402
 
@@ -99,23 +99,11 @@ def measure(ablation: str, profile: str, seeds: int, environments: list[str], re
     return results
 
 
-def profile_sizes(profile: str) -> dict:
-    from opcc_edu.config import get_profile
-
-    prof = get_profile(profile)
-    return {
-        "ensemble_size": prof.ensemble_size,
-        "hidden_sizes": list(prof.hidden_sizes),
-        "dynamics_train_steps": prof.dynamics_train_steps,
-        "batch_size": prof.batch_size,
-    }
-
-
 def render(data: dict) -> str:
     """The report, from the raw record alone (a record written before the profile's sizes were
     recorded reads them from the profile)."""
     c, host, results = data["config"], data["machine"], data["results"]
-    prof = data.get("profile_sizes") or profile_sizes(c["profile"])
+    prof = data.get("profile_sizes") or model_sizes(c["profile"])
     grid = Path(c["results"])
     results_option = f" --results {grid}" if results_suffix(RESULTS.parents[1] / grid) else ""
     command = data.get("command") or (
@@ -185,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         **provenance_record(),
         "machine": host,
         "config": {**vars(args), "results": str(args.results.relative_to(RESULTS.parents[1]))},
-        "profile_sizes": profile_sizes(args.profile),
+        "profile_sizes": model_sizes(args.profile),
     }
     write_json(stem.with_suffix(".json"), {**meta, "results": results})
     report = render({**meta, "results": results})

@@ -60,6 +60,19 @@ def provenance_record(**extra: object) -> dict[str, object]:
     return provenance(command=full_command(["python", *sys.argv]), **git_state(), **extra)
 
 
+def model_sizes(profile: str) -> dict[str, object]:
+    """The model sizes of ``profile`` a benchmark record keeps: members, widths, steps, batch."""
+    from opcc_edu.config import get_profile
+
+    prof = get_profile(profile)
+    return {
+        "ensemble_size": prof.ensemble_size,
+        "hidden_sizes": list(prof.hidden_sizes),
+        "dynamics_train_steps": prof.dynamics_train_steps,
+        "batch_size": prof.batch_size,
+    }
+
+
 def write_json(path: Path, data: object) -> Path:
     """Write ``data`` as indented JSON, atomically."""
     return atomic_write_text(path, json.dumps(data, indent=1) + "\n")

@@ -45,7 +45,7 @@ from opcc_edu.dynamics import build_ensemble, train_dynamics
 from opcc_edu.io import atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_record import provenance_record, write_json  # noqa: E402
+from bench_record import model_sizes, provenance_record, write_json  # noqa: E402
 from bench_rollout import RESULTS, machine, synthetic_transitions  # noqa: E402
 
 D, A, HIDDEN = 17, 6, (200, 200, 200, 200)
@@ -148,23 +148,11 @@ def run_ar_budget(args) -> dict:
     return results
 
 
-def _profile_sizes(profile: str) -> dict:
-    from opcc_edu.config import get_profile
-
-    prof = get_profile(profile)
-    return {
-        "ensemble_size": prof.ensemble_size,
-        "hidden_sizes": list(prof.hidden_sizes),
-        "dynamics_train_steps": prof.dynamics_train_steps,
-        "batch_size": prof.batch_size,
-    }
-
-
 def ar_text(record: dict) -> str:
     """The ``--model-type ar`` section, from its raw record alone (a record written before the
     profile's sizes were recorded reads them from the profile)."""
     results, host, c = record["results"], record["machine"], record["config"]
-    prof = record.get("profile_sizes") or _profile_sizes(c["profile"])
+    prof = record.get("profile_sizes") or model_sizes(c["profile"])
     command = record.get("command") or f"python benchmarks/bench_training.py --model-type ar --profile {c['profile']}"
     load = tuple(round(x, 2) for x in host["load_average_start"])
     lines = [
@@ -286,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             **provenance_record(),
             "machine": {**machine(), "load_average_end": os.getloadavg()},
             "config": {**vars(args), "out": str(args.out)},
-            "profile_sizes": _profile_sizes(args.profile),
+            "profile_sizes": model_sizes(args.profile),
         }
         write_json(args.out.with_name(args.out.name + "_ar.json"), {**meta, "results": results})
         _write_report(args.out)
