@@ -138,7 +138,8 @@ def test_level_findings_sets_ours_beside_the_papers_differences():
     assert row["difference_paper"] > 0 and not row["same_direction"]
     assert findings.agreement_summary(found) == [
         "0 of 1 level differences with a paper counterpart point the same way;",
-        f"separated (disjoint 95% intervals): ours 1 of 1, paper {int(bool(row['separated_paper']))} of 1",
+        "separated (95% interval excludes zero): ours 1 of 1, "
+        f"paper (disjoint 95% intervals) {int(bool(row['separated_paper']))} of 1",
     ]
 
 
@@ -149,7 +150,7 @@ def test_level_findings_without_a_paper_counterpart_leaves_the_direction_open():
     assert found["same_direction"].isna().all()
     assert findings.agreement_summary(found) == [
         "the paper reports no numbers for these levels, so no difference has a counterpart to agree with;",
-        f"separated (disjoint 95% intervals): ours {int(found['separated_ours'].sum())} of {len(found)}",
+        f"separated (95% interval excludes zero): ours {int(found['separated_ours'].sum())} of {len(found)}",
     ]
     assert "0 of 0" not in " ".join(findings.agreement_summary(found))
 
@@ -309,7 +310,7 @@ def test_run_values_reads_each_run_of_a_level_once_with_its_queries():
     rows = ex.ablation_rows(entry.results, "termination")
     runs = findings.run_values(entry, "hopper", "none", queries=True)
     expected = rows[(rows["environment"] == "hopper") & (rows["level"] == "none")]["run_id"].unique()
-    assert [run.run_id for run, _, _ in runs] == list(expected) and len(runs) == 3
+    assert [run.run_id for run, _, _ in runs] == list(expected) and len(runs) == entry.results["seed"].nunique()
     for run, values, queries in runs:
         assert run.environment == "hopper" and run.level == "none"
         saved = ex.load_run_values(entry.directory, f"hopper__{run.dataset}__seed{run.seed}__termination-none")

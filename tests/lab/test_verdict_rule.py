@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from opcc_edu.lab import experiments as ex
 from opcc_edu.lab import findings
 from opcc_edu.lab.findings import rule
 from opcc_edu.metrics import mean_confidence_interval
@@ -185,3 +186,39 @@ def test_an_interval_rounds_as_a_page_prints_it():
     assert interval.rounded() == (-0.031, 0.011)
     assert interval.rounded(2) == (-0.03, 0.01)
     assert interval.rounded() != (round(interval.low, 3), round(interval.high, 3))  # not the ends
+
+
+def test_level_differences_separate_as_the_verdict_does_not_as_disjoint_intervals():
+    # the paper's reading (disjoint intervals) misses a difference that pairing finds: the table a
+    # lesson prints marks what the verdict judges
+    hidden = _runs("hopper", "aurcc", {"0": [0.10, 0.20, 0.30], "5": [0.081, 0.179, 0.281]})
+    apart = _runs("walker2d", "aurcc", {"0": [0.095, 0.100, 0.105], "5": [0.085, 0.080, 0.075]})
+    runs = pd.concat([hidden, apart], ignore_index=True)
+    table = rule.attach_runs(_table(runs, "aurcc"), runs)
+    ours = findings.level_differences(table, "prior-scale").set_index("environment")
+    paper_reading = ex.level_differences(table, "prior-scale").set_index("environment")
+    assert ours.loc["hopper", "separated"] and not paper_reading.loc["hopper", "separated"]
+    assert not ours.loc["walker2d", "separated"]  # the twins move apart: not separated either way
+    assert ours["paired"].all()
+    for env in ("hopper", "walker2d"):
+        judged = rule.level_interval(table, runs, env, "aurcc", "0", "5")
+        assert ours.loc[env, "half_width"] == pytest.approx(judged.half_width)
+        assert ours.loc[env, "difference"] == pytest.approx(judged.difference)
+    # without runs, the fallback is the combined interval, marked unpaired
+    bare = findings.level_differences(_table(runs, "aurcc"), "prior-scale")
+    assert not bare["paired"].any()
+    # level_findings reports ours as the verdict judges them
+    found = findings.level_findings(table, "prior-scale").set_index("environment")
+    assert found.loc["hopper", "separated_ours"] and not found.loc["walker2d", "separated_ours"]
+
+
+def test_judging_a_finding_without_its_runs_says_so():
+    runs = _runs("hopper", "aurcc", {"0": [0.10, 0.20, 0.30], "5": [0.081, 0.179, 0.281]})
+    table = _table(runs, "aurcc")
+    with pytest.warns(UserWarning, match="no difference is paired"):
+        findings.judge_finding("prior-scale", table)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        findings.judge_finding("prior-scale", rule.attach_runs(table, runs))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from ...display import Table
 from ...names import METRICS
 from .. import experiments as ex
 from ..experiments.report import profile_directories
-from .rule import EQUIVALENCE_MARGINS, equivalence_margin, paper_difference, with_runs
+from .rule import EQUIVALENCE_MARGINS, equivalence_margin, paper_difference, runs_of, with_runs
 from .verdicts import (
     Expectation,
     Verdict,
@@ -232,12 +233,24 @@ def judge_finding(finding: Finding | str, table: pd.DataFrame) -> Verdict | None
     Args:
         finding: a :class:`Finding` or an ablation's registry key.
         table: :func:`opcc_edu.lab.experiments.aggregate` of that ablation, with the metrics the
-            verdict reads (the paper's four; ``aggregate``'s default).
+            verdict reads (the paper's four; ``aggregate``'s default), carrying its runs
+            (:attr:`AblationResults.table <opcc_edu.lab.findings.AblationResults>` does;
+            :func:`~opcc_edu.lab.findings.rule.with_runs`) so that twins are paired.
+
+    Warns:
+        UserWarning: when ``table`` carries no runs: every difference is then judged on the two
+            levels' combined intervals, not paired (the rule's fallback, said rather than silent).
     """
     if isinstance(finding, str):
         finding = next(f for f in FINDINGS if f.ablation == ex.get_ablation(finding).name)
     if finding.judge is None or table.empty:
         return None
+    if runs_of(table) is None:
+        warnings.warn(
+            f"judge_finding({finding.ablation!r}): the table carries no runs, so no difference is paired "
+            "by seed; pass an aggregate with its runs (AblationResults.table, findings.rule.with_runs)",
+            stacklevel=2,
+        )
     return finding.judge(table)
 
 

@@ -88,6 +88,7 @@ __all__ = [
     "equivalence_margin",
     "half_width_floor",
     "judge_difference",
+    "level_differences",
     "metric_step",
     "paired_differences",
     "paper_half_widths",
@@ -406,6 +407,34 @@ def level_interval(
         twins=twins,
         n=n,
         queries=_queries(runs, environment),
+    )
+
+
+def level_differences(
+    table: pd.DataFrame, ablation: str | ex.Ablation, reference: str | None = None, runs: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Each level against a reference level, per environment and metric, judged by this rule.
+
+    :func:`opcc_edu.lab.experiments.level_differences` reads a difference as the paper reads its
+    tables (two disjoint intervals); this reads it as every verdict does: :func:`level_interval`,
+    paired by seed where the table carries its runs (or ``runs`` are given), floored.
+
+    Returns:
+        DataFrame with environment, metric, reference, level, difference (level - reference; the
+        paired mean where twins exist), half_width (the judged 95% half-width), paired and
+        separated (the interval excludes zero).
+    """
+    runs = runs_of(table, runs)
+    d = ex.level_differences(table, ablation, reference=reference)
+    judged = [
+        level_interval(table, runs, row.environment, row.metric, row.reference, row.level)
+        for row in d.itertuples(index=False)
+    ]
+    return d.drop(columns="separated").assign(
+        difference=[d["difference"].iloc[i] if j is None else j.difference for i, j in enumerate(judged)],
+        half_width=[np.nan if j is None else j.half_width for j in judged],
+        paired=[j is not None and j.paired for j in judged],
+        separated=[j is not None and j.separated for j in judged],
     )
 
 

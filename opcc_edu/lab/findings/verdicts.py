@@ -35,6 +35,7 @@ from .rule import (
     difference_half_width,
     equivalence_margin,
     judge_difference,
+    level_differences,
     level_interval,
     paper_difference,
     runs_of,
@@ -541,25 +542,33 @@ def level_findings(table: pd.DataFrame, ablation: str | ex.Ablation) -> pd.DataF
     are compared on the paper's labels (:func:`opcc_edu.lab.experiments.ensemble_count_levels`).
 
     Returns:
-        :func:`opcc_edu.lab.experiments.level_differences` of ours and of the paper's table side by
-        side (suffixes ``_ours`` and ``_paper``) and ``same_direction`` (``None`` where the paper
-        has no counterpart).
+        Ours judged by the rule (:func:`~opcc_edu.lab.findings.rule.level_differences`: paired by
+        seed where the table carries its runs) beside the paper's read as the paper reads them
+        (:func:`opcc_edu.lab.experiments.level_differences`: disjoint intervals), suffixes ``_ours``
+        and ``_paper`` (``half_width`` and ``paired`` are ours alone), and ``same_direction``
+        (``None`` where the paper has no counterpart).
     """
     ablation = ex.get_ablation(ablation)
     paper = ex.paper_results(ablation)
+    runs = runs_of(table)
     if ablation.factor == "ensemble_count":
         rename: dict[str, str] = {}
         for count, p in ex.ensemble_count_levels(int(max(int(v) for v in table["level"]))):
             rename.setdefault(str(count), str(p))
         table = table[table["level"].isin(rename)].assign(level=lambda f: f["level"].map(rename))
+        if runs is not None:
+            runs = runs.assign(level=runs["level"].astype(str)).loc[lambda f: f["level"].isin(rename)]
+            runs = runs.assign(level=runs["level"].map(rename))
     parts = []
     for env in dict.fromkeys(table["environment"]):
         mine = table[table["environment"] == env]
         theirs = paper[paper["environment"] == env]
         common = [lv for lv in dict.fromkeys(mine["level"]) if lv in set(theirs["level"])]
         reference = common[0] if common else mine["level"].iloc[0]
-        d_ours = ex.level_differences(mine, ablation, reference=reference)
-        d_paper = ex.level_differences(theirs, ablation, reference=reference) if common else d_ours.iloc[0:0]
+        d_ours = level_differences(mine, ablation, reference=reference, runs=runs)
+        d_paper = ex.level_differences(theirs, ablation, reference=reference) if common else None
+        if d_paper is None:
+            d_paper = pd.DataFrame(columns=["environment", "metric", "reference", "level", "difference", "separated"])
         keys = ["environment", "metric", "reference", "level"]
         parts.append(d_ours.merge(d_paper, on=keys, how="left", suffixes=("_ours", "_paper")))
     merged = pd.concat(parts, ignore_index=True)
@@ -579,11 +588,11 @@ def agreement_summary(found: pd.DataFrame) -> list[str]:
     if known.empty:  # e.g. clipping, termination, mixture, reward: the paper has no table for them
         return [
             "the paper reports no numbers for these levels, so no difference has a counterpart to agree with;",
-            f"separated (disjoint 95% intervals): ours {int(found['separated_ours'].sum())} of {len(found)}",
+            f"separated (95% interval excludes zero): ours {int(found['separated_ours'].sum())} of {len(found)}",
         ]
     same = int(known["same_direction"].astype(bool).sum())
     return [
         f"{same} of {len(known)} level differences with a paper counterpart point the same way;",
-        f"separated (disjoint 95% intervals): ours {int(found['separated_ours'].sum())} of {len(found)}, "
-        f"paper {int(known['separated_paper'].astype(bool).sum())} of {len(known)}",
+        f"separated (95% interval excludes zero): ours {int(found['separated_ours'].sum())} of {len(found)}, "
+        f"paper (disjoint 95% intervals) {int(known['separated_paper'].astype(bool).sum())} of {len(known)}",
     ]
