@@ -70,7 +70,7 @@ OPTION_LINES = re.compile(r"\A(?:---\n.*?\n---\n|(?::[\w-]+:[^\n]*\n)+)", re.S)
 ANSWERING_CHAPTERS = frozenset(
     """
     mdp_background policy_comparison_queries benchmark_tour risk_coverage offline_data
-    dynamics_ensembles answering_with_confidence answering_pcqs ablations_overview
+    dynamics_ensembles answering_with_confidence answering_pcqs diagnosing_errors ablations_overview
     ablation_dataset_type ablation_horizon ablation_confidence ablation_ensemble_count
     ablation_prior_scale ablation_stochastic ablation_model_type ablation_normalization
     ablation_mixture beyond_coverage_confidence what_aurcc_rewards predictor_and_calibration
