@@ -30,7 +30,14 @@ def plot_reliability(
     share = curve.count[used] / curve.count.sum()
     ax.scatter(curve.mean_probability[used], curve.accuracy[used], s=12 + 200 * share, color=line.get_color())
     ax.plot([0, 1], [0, 1], color="k", lw=0.8, ls=":")
-    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="P(right answer), mean in bin", ylabel="share right in bin")
+    # a margin around [0, 1]: the largest markers, at 0 or 1, stay whole inside the axes
+    pad = 0.05
+    ax.set(
+        xlim=(-pad, 1 + pad),
+        ylim=(-pad, 1 + pad),
+        xlabel="P(right answer), mean in bin",
+        ylabel="share right in bin",
+    )
     return ax
 
 

@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The widest code line a page shows without a scroll bar.
-MAX_COLUMNS = 88
+MAX_COLUMNS = 80
 CHECK_MARKER = "# hidden check: runs in the test suite only"  # = opcc_edu.display.CHECK_MARKER
 
 #: (what it is, pattern) of the words a lesson keeps off its page, in prose and in code.
