@@ -292,7 +292,7 @@ def clip_counterfactuals(env: str, model, queries, policies, seed: int, fell_sid
     for name, m in (
         ("dataset bounds (default)", model),
         ("bounds widened past the health thresholds", widened),
-        ("no clipping", _copy_model(model, clip=False)),
+        ("no clipping", _copy_model(model, clip="none")),
     ):
         va, vb = estimate_values(m, queries, policies, seed=seed, progress=False)
         steps = _model_steps(m, queries, policies, seed)

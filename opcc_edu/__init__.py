@@ -30,9 +30,7 @@ Two wings sit beside this core and import it; the core never imports them (a tes
 __version__ = "0.1.0"
 
 from .config import PROFILES, Profile, get_profile, set_profile, use_profile
-from .utils import cache_dir, get_device, lazy_exports, redirect_torch_caches, seed_everything
-
-redirect_torch_caches()  # nothing of torch's lands in the temp directory
+from .utils import cache_dir, get_device, lazy_exports, seed_everything
 
 # Everything else is imported on first use (PEP 562), so that `import opcc_edu.metrics` stays
 # light (no torch, no simulator) and one subsystem's optional dependency cannot break another.

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import sys
 import warnings
@@ -33,12 +34,12 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
 import numpy as np
 
 from .utils import check_choice
 
 if TYPE_CHECKING:
+    import gymnasium as gym
     import mujoco
 
 
@@ -107,16 +108,7 @@ class EnvSpec:
 
 
 def _maze(name: str, layout: list[list[int]], goal: tuple[int, int], steps: int) -> EnvSpec:
-    return EnvSpec(
-        name=name,
-        kind="maze",
-        obs_dim=4,
-        act_dim=2,
-        max_episode_steps=steps,
-        termination="none",
-        maze_map=tuple(tuple(row) for row in layout),
-        goal_cell=goal,
-    )
+    return EnvSpec(name, "maze", 4, 2, steps, "none", maze_map=tuple(map(tuple, layout)), goal_cell=goal)
 
 
 ENV_SPECS: dict[str, EnvSpec] = {
@@ -231,8 +223,8 @@ def _remove_maze_xml(path: str | None) -> None:
             os.unlink(path)
 
 
-class MazeEnv(gym.Env):
-    """A D4RL-style maze2d task on gymnasium-robotics' PointMaze.
+class _MazeTask:
+    """A D4RL-style maze2d task on gymnasium-robotics' PointMaze: the body of :class:`MazeEnv`.
 
     Observation ``[x, y, vx, vy]`` (float64), action ``[fx, fy]`` in [-1, 1]^2, reward 1 for a
     step that ends within :data:`GOAL_RADIUS` of the fixed goal, never terminates. Created by
@@ -243,6 +235,8 @@ class MazeEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def __init__(self, env_name: str = "maze2d-umaze", render_mode: str | None = None):
+        import gymnasium as gym
+
         spec = get_spec(env_name)
         PointMazeEnv = _point_maze_class()
         if not spec.is_maze:
@@ -304,26 +298,30 @@ class MazeEnv(gym.Env):
         self._inner.close()
 
     @property
-    def core(self) -> MazeEnv:
+    def core(self) -> _MazeTask:
         """The object holding ``model`` and ``data`` (the env itself)."""
         return self
+
+
+@functools.cache
+def _maze_env_class() -> type:
+    """``MazeEnv``: :class:`_MazeTask` as a ``gymnasium.Env``, made on first use (PEP 562), so that
+    importing this module (and :mod:`opcc_edu.queries`, :mod:`opcc_edu.datasets`) loads no gymnasium."""
+    import gymnasium as gym
+
+    return type("MazeEnv", (_MazeTask, gym.Env), {"__doc__": _MazeTask.__doc__, "__module__": __name__})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MazeEnv":
+        return _maze_env_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def gym_id(name: str) -> str:
     """The gymnasium id of a benchmark environment (mazes are registered by this package)."""
     spec = get_spec(name)
     return f"opcc_edu/{spec.name}-v0" if spec.is_maze else spec.gym_id
-
-
-def _register_mazes() -> None:
-    for spec in map(get_spec, MAZE_NAMES + tuple(map(d4rl_goal_env, MAZE_NAMES))):
-        if gym_id(spec.name) not in gym.registry:
-            gym.register(
-                id=gym_id(spec.name),
-                entry_point="opcc_edu.envs:MazeEnv",
-                kwargs={"env_name": spec.name},
-                max_episode_steps=spec.max_episode_steps,
-            )
 
 
 def make_env(
@@ -341,9 +339,14 @@ def make_env(
     Returns:
         A gymnasium environment. ``env.unwrapped`` exposes ``model`` and ``data`` (MuJoCo).
     """
+    import gymnasium as gym
+
     spec = get_spec(name)
     limit = spec.max_episode_steps if max_episode_steps is None else int(max_episode_steps)
-    _register_mazes()
+    for maze in map(get_spec, MAZE_NAMES + tuple(map(d4rl_goal_env, MAZE_NAMES))):
+        if gym_id(maze.name) not in gym.registry:
+            entry, kwargs = "opcc_edu.envs:MazeEnv", {"env_name": maze.name}
+            gym.register(gym_id(maze.name), entry, max_episode_steps=maze.max_episode_steps, kwargs=kwargs)
     with _without_settotalmass_notice():
         env = gym.make(gym_id(name), render_mode=render_mode, max_episode_steps=limit)
     if seed is not None:
@@ -401,7 +404,7 @@ def set_state(env: gym.Env, state: np.ndarray) -> np.ndarray:
 def observation(env: gym.Env) -> np.ndarray:
     """The current observation of an environment, computed from its simulator state."""
     core = simulator_core(env)
-    if isinstance(core, MazeEnv):
+    if isinstance(core, _MazeTask):
         return core._obs()
     return np.asarray(core._get_obs(), dtype=np.float64)
 

@@ -87,7 +87,8 @@ def redirect_torch_caches() -> None:
 
     Importing ``torch._dynamo`` (an optimizer step does) creates ``$TMPDIR/torchinductor_<user>``;
     this sets ``TORCHINDUCTOR_CACHE_DIR`` (and ``TRITON_CACHE_DIR`` for GPU kernels) to folders of
-    :func:`cache_root` unless the user set them. Called when :mod:`opcc_edu` is imported.
+    :func:`cache_root` unless the user set them. Called before the package's first optimizer step
+    (ensembles, FQE, PPO), not on import.
     """
     root = cache_root()
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "torchinductor"))

@@ -17,15 +17,16 @@ run (:meth:`Answers.with_members`).
 
 Modules, one concept each:
 
-* :mod:`.config` -- :class:`EnsembleConfig`, :data:`BASELINE_DEFAULTS` (no torch).
+* :mod:`.config` -- :class:`EnsembleConfig`, :class:`FQEConfig`, :data:`BASELINE_DEFAULTS` (no torch).
 * :mod:`.training` -- :func:`train_ensemble` and its up-front memory check.
 * :mod:`.cache` -- the ensemble cache: :func:`ensemble_cache_key`, :func:`get_or_train_ensemble`.
 * :mod:`.estimate` -- :func:`estimate_values`, :func:`select_profile_queries`,
   :func:`profile_query_indices`.
-* :mod:`.answers` -- :class:`Answers`: member values, predictions, confidences and their metrics.
+* :mod:`.answers` -- :class:`Answers`: member values, predictions, confidences and their metrics;
+  :func:`answers_summary`, :func:`save_answers`.
 * :mod:`.pipeline` -- :func:`answer_queries` (train or load, estimate, score) and
   :func:`heuristic_as_answers`.
-* :mod:`.report` -- :func:`answers_summary`, :func:`save_answers`, :func:`format_metrics`.
+* :mod:`.report` -- :func:`format_metrics`, :func:`format_predictor_metrics`.
 * :mod:`.run` -- :func:`run_end_to_end`, the job behind ``opcc-edu run``.
 * :mod:`.fqe` -- a model-free baseline: bootstrapped finite-horizon fitted Q evaluation
   (:func:`train_fqe`, :func:`answer_queries_fqe`), answering through the same confidences.
@@ -58,13 +59,14 @@ _LAZY: dict[str, str] = {
     "Answers": "answers",
     "METRIC_COLUMNS": "report",
     "answer_queries": "pipeline",
-    "answers_summary": "report",
+    "answers_summary": "answers",
     "format_metrics": "report",
     "format_predictor_metrics": "report",
     "heuristic_as_answers": "pipeline",
-    "save_answers": "report",
+    "save_answers": "answers",
     "run_end_to_end": "run",
-    "FQEConfig": "fqe",
+    "FQEConfig": "config",
+    "TrainingConfig": "config",
     "FittedQEnsemble": "fqe",
     "answer_queries_fqe": "fqe",
     "fqe_values": "fqe",

@@ -3,14 +3,15 @@
 :class:`Answers` holds member values and their scores (:func:`opcc_edu.scoring.score_values`,
 the one scoring function of the package), and derives what is computed from them: the answers of
 a prefix of the ensemble, calibrated confidences, the predictor's own metrics, a tidy table.
-Producing answers is :mod:`opcc_edu.baselines.pipeline` (:func:`answer_queries`); reporting them
-(JSON, files, text tables) :mod:`opcc_edu.baselines.report`; drawing them
-:func:`opcc_edu.plotting.plot_answers`.
+Producing answers is :mod:`opcc_edu.baselines.pipeline` (:func:`answer_queries`); storing them
+:func:`answers_summary` and :func:`save_answers`, below; printing them
+:mod:`opcc_edu.baselines.report`; drawing them :func:`opcc_edu.plotting.plot_answers`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,25 +20,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..calibration import calibration_metrics, coverage_table, isotonic_calibration
+from ..io import atomic_write_text, save_npz
 from ..metrics import query_losses
-from ..names import (
-    ALL_HORIZONS,
-    METRICS,
-    TIE_FAIR_METRICS,
-)
+from ..names import ALL_HORIZONS, METRICS, TIE_FAIR_METRICS
 from ..plotting.selective import plot_answers
 from ..predictor_metrics import predictor_metrics
 from ..scoring import score_answers, score_values
 from ..utils import check_choice, check_positive_int
-from .config import EnsembleConfig
-from .report import answers_summary, save_answers
+from .config import EnsembleConfig, FQEConfig
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
 
     from ..queries import QuerySet
-    from .fqe import FQEConfig
 
 
 def _metrics_table(
@@ -69,7 +65,7 @@ class Answers:
     dataset_name: str
     """Dataset the ensemble was trained on."""
     config: EnsembleConfig | FQEConfig | None
-    """The ensemble's configuration (an :class:`~opcc_edu.baselines.fqe.FQEConfig` for FQE; None
+    """The ensemble's configuration (an :class:`~opcc_edu.baselines.FQEConfig` for FQE; None
     for a baseline without a model, the heuristic)."""
     queries: QuerySet
     """The :class:`opcc_edu.queries.QuerySet` answered."""
@@ -93,8 +89,6 @@ class Answers:
     """The ensemble was loaded from the cache."""
     model_path: str | None = None
     """Where the ensemble is cached."""
-    baseline: str = "ensemble"
-    """``"ensemble"``, ``"heuristic"`` or ``"fqe"`` (:data:`opcc_edu.names.BASELINES`)."""
     calibrated: dict[str, tuple[str, int, int]] = dataclasses.field(default_factory=dict)
     """Confidences added by :meth:`with_calibrated`: name -> (source confidence, folds, seed)."""
 
@@ -123,8 +117,7 @@ class Answers:
             confidences: confidence functions to score.
             started: ``time.perf_counter()`` when value estimation began; ``answer_seconds``
                 runs from it to the end of scoring (None: scoring only).
-            fields: the remaining fields (``train_seconds``, ``cache_hit``, ``model_path``,
-                ``baseline``).
+            fields: the remaining fields (``train_seconds``, ``cache_hit``, ``model_path``).
 
         Raises:
             ValueError: values of different shapes, a row count other than the queries', or an
@@ -157,6 +150,11 @@ class Answers:
     def horizon(self) -> np.ndarray:
         """(N,) horizons."""
         return self.queries.horizon
+
+    @property
+    def baseline(self) -> str:
+        """``"ensemble"``, ``"fqe"`` or ``"heuristic"`` (:data:`opcc_edu.names.BASELINES`), by :attr:`config`."""
+        return "heuristic" if self.config is None else "fqe" if isinstance(self.config, FQEConfig) else "ensemble"
 
     @property
     def ensemble_size(self) -> int:
@@ -232,7 +230,7 @@ class Answers:
         See :func:`opcc_edu.predictor_metrics.predictor_metrics`. None for the heuristic, whose
         scores are not values.
         """
-        if self.baseline == "heuristic":
+        if self.config is None:
             return None
         return predictor_metrics(self.queries, self.values_a.mean(axis=1), self.values_b.mean(axis=1))
 
@@ -256,13 +254,13 @@ class Answers:
                 n_bins=n_bins,
                 folds=folds,
                 seed=seed,
-                as_probability=self.baseline != "heuristic",
+                as_probability=self.config is not None,
             )
             for name in self.predictions
             if name not in self.calibrated
         }
         intervals = None
-        if self.baseline != "heuristic" and self.ensemble_size >= 2:
+        if self.config is not None and self.ensemble_size >= 2:
             q = self.queries
             intervals = coverage_table(self.values_a, self.values_b, q.value_a, q.value_b, self.horizon)
         return {"confidence": by_confidence, "intervals": intervals}
@@ -294,13 +292,70 @@ class Answers:
         )
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready results: setup, timings, every metric (:func:`opcc_edu.baselines.report.answers_summary`)."""
+        """JSON-ready results: setup, timings, every metric (:func:`answers_summary`)."""
         return answers_summary(self)
 
     def save(self, directory: str | Path, stem: str | None = None) -> dict[str, Path]:
-        """Write ``<stem>.json`` and ``<stem>.npz`` (:func:`opcc_edu.baselines.report.save_answers`)."""
+        """Write ``<stem>.json`` and ``<stem>.npz`` (:func:`save_answers`)."""
         return save_answers(self, directory, stem)
 
     def plot_risk_coverage(self, ax: Axes | None = None, confidences: Sequence[str] | None = None) -> Axes:
         """Risk-coverage curves of the confidences on one Axes (:func:`opcc_edu.plotting.plot_answers`)."""
         return plot_answers(self, ax=ax, confidences=confidences)
+
+
+def answers_summary(answers: Answers) -> dict[str, Any]:
+    """JSON-ready results: the setup, timings and every metric.
+
+    ``metrics[confidence][horizon]`` holds every key of :func:`opcc_edu.metrics.evaluate`;
+    ``paper_metrics`` and ``tie_fair_metrics`` name which of them are the paper's and which
+    are tie-fair (ties broken at random, no discount for ties). ``predictor_metrics`` judges
+    the value estimates alone (:meth:`predictor_metrics`: DOPE's normalised error, rank
+    correlation and regret@1 per horizon) and ``calibration`` the confidences as
+    probabilities and the members' intervals (:meth:`calibration`).
+    """
+    return {
+        "env_name": answers.env_name,
+        "dataset": answers.dataset_name,
+        "n_queries": int(len(answers.target)),
+        "queries_recipe": str(answers.queries.metadata.get("recipe", "hard")),
+        "baseline": answers.baseline,
+        "ensemble_size": answers.ensemble_size,
+        "config": None if answers.config is None else answers.config.to_dict(),
+        "k": answers.k,
+        "train_seconds": answers.train_seconds,
+        "answer_seconds": answers.answer_seconds,
+        "cache_hit": answers.cache_hit,
+        "model_path": answers.model_path,
+        "paper_metrics": list(METRICS),
+        "tie_fair_metrics": list(TIE_FAIR_METRICS),
+        "metrics": answers.metrics,
+        "predictor_metrics": answers.predictor_metrics(),
+        "calibration": answers.calibration(),
+    }
+
+
+def save_answers(answers: Answers, directory: str | Path, stem: str | None = None) -> dict[str, Path]:
+    """Write ``<stem>.json`` (summary) and ``<stem>.npz`` (values, predictions, confidences).
+
+    Returns:
+        ``{"json": path, "npz": path}``.
+    """
+    directory = Path(directory)
+    stem = stem or f"{answers.env_name}_{answers.dataset_name}"
+    arrays = {
+        "values_a": answers.values_a,
+        "values_b": answers.values_b,
+        "target": answers.target,
+        "horizon": answers.horizon,
+    }
+    for name in answers.predictions:
+        arrays[f"prediction_{name}"] = answers.predictions[name]
+        arrays[f"confidence_{name}"] = answers.confidences[name]
+    json_path = atomic_write_text(
+        directory / f"{stem}.json", json.dumps(answers_summary(answers), indent=2, sort_keys=True) + "\n"
+    )
+    npz_path = save_npz(
+        directory / f"{stem}.npz", arrays, {"env_name": answers.env_name, "dataset": answers.dataset_name}
+    )
+    return {"json": json_path, "npz": npz_path}

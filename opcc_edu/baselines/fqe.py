@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..confidence import resolve_confidences
-from ..config import Profile, get_profile
 from ..names import CONFIDENCES, DEFAULT_QUERY_RECIPE
-from ..utils import check_positive_int, dataclass_from_dict, get_device
+from ..utils import get_device, redirect_torch_caches
 from .answers import Answers
+from .config import FQEConfig
 from .estimate import answering_env, select_profile_queries
 
 if TYPE_CHECKING:
@@ -56,70 +56,10 @@ if TYPE_CHECKING:
 
     from ..dynamics.layers import EnsembleMLP
     from ..queries import QuerySet
-    from .answers import Answers
 
 __all__ = ["FQEConfig", "FittedQEnsemble", "answer_queries_fqe", "fqe_values", "train_fqe"]
 
 _DATASET_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals")
-
-
-@dataclasses.dataclass(frozen=True)
-class FQEConfig:
-    """How the FQE ensemble is built and trained; :meth:`from_profile` takes the sizes from a profile."""
-
-    ensemble_size: int = 100
-    """Bootstrap members M per query policy."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Hidden widths of each member's Q-network (SiLU)."""
-    train_steps: int = 20_000
-    """Gradient steps (every member takes each one)."""
-    batch_size: int = 256
-    """Transitions per member per gradient step."""
-    lr: float = 1e-3
-    """Adam's initial learning rate; it falls linearly to 0 over training."""
-    bootstrap: bool = True
-    """Each member fits its own resample (with replacement) of the transitions; False: all fit
-    the whole dataset and differ only by initialisation and minibatches."""
-    seed: int = 0
-    """Seeds initialisation, bootstrap and minibatches."""
-
-    def __post_init__(self) -> None:
-        check_positive_int(self.ensemble_size, "ensemble_size")
-        if isinstance(self.hidden_sizes, int):
-            raise ValueError(f"hidden_sizes must be a sequence of widths, got {self.hidden_sizes!r}")
-        object.__setattr__(
-            self, "hidden_sizes", tuple(check_positive_int(h, "hidden_sizes entry") for h in self.hidden_sizes)
-        )
-        check_positive_int(self.train_steps, "train_steps")
-        check_positive_int(self.batch_size, "batch_size")
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
-            raise ValueError(f"lr must be a number in (0, 1), got {self.lr!r}")
-        if not isinstance(self.bootstrap, (bool, np.bool_)):
-            raise ValueError(f"bootstrap must be True or False, got {self.bootstrap!r}")
-
-    @classmethod
-    def from_profile(cls, profile: Profile | str | None = None, **overrides: Any) -> FQEConfig:
-        """The profile's sizes: its ensemble size, hidden widths, batch size, and its dynamics
-        training steps times 4 (FQE fits H outputs that depend on each other in a chain)."""
-        p = get_profile(profile) if not isinstance(profile, Profile) else profile
-        sizes = {
-            "ensemble_size": p.ensemble_size,
-            "hidden_sizes": tuple(p.hidden_sizes),
-            "train_steps": 4 * p.dynamics_train_steps,
-            "batch_size": p.batch_size,
-        }
-        return cls(**{**sizes, **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (tuples become lists)."""
-        data = dataclasses.asdict(self)
-        data["hidden_sizes"] = list(self.hidden_sizes)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FQEConfig:
-        """The inverse of :meth:`to_dict`."""
-        return dataclass_from_dict(cls, data)
 
 
 def _check_dataset(dataset: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -279,6 +219,7 @@ def train_fqe(
     policy_of = torch.arange(p, device=device).repeat_interleave(m)[:, None]  # (E, 1)
     steps = torch.arange(1, h + 1, device=device, dtype=torch.float32)
     not_done = (~tensor["terminals"]).float() * gamma
+    redirect_torch_caches()
     optimizer = torch.optim.Adam(network.parameters(), lr=config.lr)
     # the learning rate falls linearly to 0: the targets' noise (one next state per row) averages out
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / config.train_steps)
@@ -363,7 +304,7 @@ def answer_queries_fqe(
     """Train bootstrapped FQE on the offline dataset and answer the queries with it.
 
     The (N, M) member values flow through the same confidence functions and metrics as the
-    dynamics ensemble's (:func:`opcc_edu.scoring.score_values`), under ``baseline="fqe"``.
+    dynamics ensemble's (:func:`opcc_edu.scoring.score_values`); :attr:`Answers.baseline` reads ``"fqe"``.
 
     Args:
         env_name: environment.
@@ -416,5 +357,4 @@ def answer_queries_fqe(
         k,
         started=start,
         train_seconds=model.info["train_seconds"],
-        baseline="fqe",
     )

@@ -144,5 +144,4 @@ def heuristic_as_answers(queries: QuerySet, k: int = 10, rule: Any = None) -> An
         metrics=metrics,
         k=k,
         answer_seconds=time.perf_counter() - start,
-        baseline="heuristic",
     )

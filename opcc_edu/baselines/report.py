@@ -1,82 +1,23 @@
-"""Reporting a baseline's answers: the JSON summary, the files ``opcc-edu run`` writes, text tables.
+"""Reporting a baseline's answers as text: the tables ``opcc-edu run`` prints.
 
-* :func:`answers_summary` -- the setup, timings and every metric, JSON-ready.
-* :func:`save_answers` -- ``<stem>.json`` (the summary) and ``<stem>.npz`` (values, predictions,
-  confidences), written by the package's one write protocol (:mod:`opcc_edu.io`).
-* :func:`format_metrics`, :func:`format_predictor_metrics` -- the tables ``opcc-edu run`` prints.
+* :func:`format_metrics` -- the paper's and the tie-fair metrics per confidence and horizon.
+* :func:`format_predictor_metrics` -- the value estimates' own metrics per horizon.
+
+The JSON summary and the files of a run are :func:`opcc_edu.baselines.answers.answers_summary`
+and :func:`opcc_edu.baselines.answers.save_answers`.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..io import atomic_write_text, save_npz
 from ..metrics import query_losses
-from ..names import ALL_HORIZONS, CONFIDENCE_NAMES, METRICS, TIE_FAIR_METRICS
+from ..names import ALL_HORIZONS, CONFIDENCE_NAMES, METRICS
 
 if TYPE_CHECKING:
     from .answers import Answers
-
-
-def answers_summary(answers: Answers) -> dict[str, Any]:
-    """JSON-ready results: the setup, timings and every metric.
-
-    ``metrics[confidence][horizon]`` holds every key of :func:`opcc_edu.metrics.evaluate`;
-    ``paper_metrics`` and ``tie_fair_metrics`` name which of them are the paper's and which
-    are tie-fair (ties broken at random, no discount for ties). ``predictor_metrics`` judges
-    the value estimates alone (:meth:`predictor_metrics`: DOPE's normalised error, rank
-    correlation and regret@1 per horizon) and ``calibration`` the confidences as
-    probabilities and the members' intervals (:meth:`calibration`).
-    """
-    return {
-        "env_name": answers.env_name,
-        "dataset": answers.dataset_name,
-        "n_queries": int(len(answers.target)),
-        "queries_recipe": str(answers.queries.metadata.get("recipe", "hard")),
-        "baseline": answers.baseline,
-        "ensemble_size": answers.ensemble_size,
-        "config": None if answers.config is None else answers.config.to_dict(),
-        "k": answers.k,
-        "train_seconds": answers.train_seconds,
-        "answer_seconds": answers.answer_seconds,
-        "cache_hit": answers.cache_hit,
-        "model_path": answers.model_path,
-        "paper_metrics": list(METRICS),
-        "tie_fair_metrics": list(TIE_FAIR_METRICS),
-        "metrics": answers.metrics,
-        "predictor_metrics": answers.predictor_metrics(),
-        "calibration": answers.calibration(),
-    }
-
-
-def save_answers(answers: Answers, directory: str | Path, stem: str | None = None) -> dict[str, Path]:
-    """Write ``<stem>.json`` (summary) and ``<stem>.npz`` (values, predictions, confidences).
-
-    Returns:
-        ``{"json": path, "npz": path}``.
-    """
-    directory = Path(directory)
-    stem = stem or f"{answers.env_name}_{answers.dataset_name}"
-    arrays = {
-        "values_a": answers.values_a,
-        "values_b": answers.values_b,
-        "target": answers.target,
-        "horizon": answers.horizon,
-    }
-    for name in answers.predictions:
-        arrays[f"prediction_{name}"] = answers.predictions[name]
-        arrays[f"confidence_{name}"] = answers.confidences[name]
-    json_path = atomic_write_text(
-        directory / f"{stem}.json", json.dumps(answers_summary(answers), indent=2, sort_keys=True) + "\n"
-    )
-    npz_path = save_npz(
-        directory / f"{stem}.npz", arrays, {"env_name": answers.env_name, "dataset": answers.dataset_name}
-    )
-    return {"json": json_path, "npz": npz_path}
 
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (

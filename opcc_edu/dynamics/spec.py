@@ -50,8 +50,9 @@ predicted reward to the data's reward range):
 
 Data of healthy states only (D4RL's observations, or a dataset whose falls are all of one
 kind) give boxes that lie inside the healthy region; a rollout clipped to such a box can never
-fall the way the data never fell, and overvalues policies that do. ``True`` and ``False``, the
-values of the field before it had modes, mean ``"transitions"`` and ``"none"``."""
+fall the way the data never fell, and overvalues policies that do. Dicts write the two boxes
+of the older on/off field as ``true`` and ``false`` (:func:`clip_text`), and read them back
+through :func:`legacy_fields`."""
 DEFAULT_CLIP = "health"
 """The default clip box. Of the four boxes it is the only one under which the predefined
 termination rule can detect every fall it defines while predictions stay inside the data's range
@@ -65,22 +66,10 @@ Walker2d, whose rollouts drift further inside the wider box."""
 _CLIP_BOOLS = {"transitions": True, "none": False}
 
 
-def check_clip(value: Any) -> str:
-    """The clip box named by ``value``: one of :data:`CLIP_BOXES`, or a bool of the older
-    on/off field (True: ``"transitions"``, False: ``"none"``).
-
-    Raises:
-        ValueError: naming ``clip`` and the valid choices.
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return "transitions" if value else "none"
-    return check_choice(value, CLIP_BOXES, "clip")
-
-
 def clip_text(value: str) -> str:
     """How a clip box is written in dicts, cache keys and labels: ``true``/``false`` for the two
     boxes of the older on/off field (so their files and labels stay as they were), else the name."""
-    value = check_clip(value)
+    value = check_choice(value, CLIP_BOXES, "clip")
     return _CLIP_BOOLS.get(value, value)
 
 
@@ -102,7 +91,25 @@ their cache keys and labels while the default objective gets new ones."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Architecture:
+class Members:
+    """How many networks an ensemble has and how wide they are, declared once for every ensemble
+    of the package (:class:`Architecture`, :class:`opcc_edu.baselines.TrainingConfig`)."""
+
+    ensemble_size: int = 100
+    """Members M."""
+    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
+    """Hidden widths of each member (MBPO: four layers of 200, SiLU)."""
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.ensemble_size, "ensemble_size")
+        if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
+            raise ValueError(f"hidden_sizes must be a non-empty sequence of widths, got {self.hidden_sizes!r}")
+        widths = tuple(check_positive_int(h, "hidden_sizes entry") for h in self.hidden_sizes)
+        object.__setattr__(self, "hidden_sizes", widths)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Architecture(Members):
     """The choices that make an ensemble, declared once, with the paper's defaults (Section 7).
 
     :class:`ModelSpec` (what a saved model records) and
@@ -111,10 +118,6 @@ class Architecture:
     :meth:`~opcc_edu.baselines.EnsembleConfig.model_spec` copies it (:func:`architecture_of`).
     """
 
-    ensemble_size: int = 100
-    """Members M."""
-    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
-    """Hidden widths of each member (MBPO: four layers of 200, SiLU)."""
     model_type: str = "ff"
     """``"ff"`` feed-forward Gaussian or ``"ar"`` autoregressive (Tables 7, 13)."""
     stochastic: bool = False
@@ -124,8 +127,7 @@ class Architecture:
     normalize: bool = True
     """Standardise the inputs ``concat(obs, action)`` with dataset statistics (Tables 14, 15)."""
     clip: str = DEFAULT_CLIP
-    """Where rollouts clip predicted observations and rewards (:data:`CLIP_BOXES`); True and
-    False, the older on/off values, mean ``"transitions"`` and ``"none"``."""
+    """Where rollouts clip predicted observations and rewards (:data:`CLIP_BOXES`)."""
     termination: str = "predefined"
     """``"predefined"`` (the environment's function), ``"learned"`` or ``"none"``
     (:data:`TERMINATION_MODES`)."""
@@ -137,13 +139,9 @@ class Architecture:
     takes the default only, and its dicts, cache keys and labels never show the field."""
 
     def __post_init__(self) -> None:
-        check_positive_int(self.ensemble_size, "ensemble_size")
-        if isinstance(self.hidden_sizes, int) or not self.hidden_sizes:
-            raise ValueError(f"hidden_sizes must be a non-empty sequence of widths, got {self.hidden_sizes!r}")
-        widths = tuple(check_positive_int(h, "hidden_sizes entry") for h in self.hidden_sizes)
-        object.__setattr__(self, "hidden_sizes", widths)
+        super().__post_init__()
         check_choice(self.model_type, MODEL_TYPES, "model_type")
-        object.__setattr__(self, "clip", check_clip(self.clip))
+        check_choice(self.clip, CLIP_BOXES, "clip")
         check_choice(self.termination, TERMINATION_MODES, "termination")
         check_choice(self.reward, REWARD_MODES, "reward")
         check_ar_targets(self.ar_targets, self.model_type)
@@ -242,13 +240,16 @@ def check_ar_targets(ar_targets: Any, model_type: str) -> str:
 
 
 def legacy_fields(data: Any) -> dict[str, Any]:
-    """A spec or config dict with the meaning of its missing fields made explicit.
+    """A spec or config dict as the live classes read it: the one upgrade of older files.
 
-    An autoregressive dict without ``ar_targets`` was written before the field existed, when
-    the model was trained on one random target dimension per row: it means
+    ``clip`` ``true`` or ``false``, the older on/off field, is the ``"transitions"`` or
+    ``"none"`` box. An autoregressive dict without ``ar_targets`` was written before the field
+    existed, when the model was trained on one random target dimension per row: it means
     :data:`LEGACY_AR_TARGETS`. Other missing fields take their defaults.
     """
     data = dict(data)
+    if isinstance(data.get("clip"), (bool, np.bool_)):
+        data["clip"] = {v: k for k, v in _CLIP_BOOLS.items()}[bool(data["clip"])]
     if data.get("model_type") == "ar" and "ar_targets" not in data:
         data["ar_targets"] = LEGACY_AR_TARGETS
     return data

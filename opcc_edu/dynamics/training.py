@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..utils import check_positive_int, get_device
+from ..utils import check_positive_int, get_device, redirect_torch_caches
 from .memory import check_memory, training_bytes
 from .models import AutoregressiveEnsemble, DynamicsEnsemble
 from .spec import ModelSpec
@@ -166,6 +166,7 @@ def holdout_split(
 
 def _adam_with_weight_decay(model: DynamicsEnsemble, lr: float, weight_decay: float) -> torch.optim.Adam:
     """Adam with an L2 penalty on the weight matrices only, not on biases (as in MBPO)."""
+    redirect_torch_caches()
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if param.requires_grad:

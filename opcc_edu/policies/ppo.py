@@ -31,7 +31,7 @@ from torch import nn
 from ..envs import get_spec, make_env, mujoco_handles
 from ..io import load_tensors
 from ..provenance import package_versions
-from ..utils import check_positive_int, dataclass_from_dict
+from ..utils import check_positive_int, dataclass_from_dict, redirect_torch_caches
 from .actor import OBS_CLIP, Actor, save_actor
 from .shaping import MazeDistance
 
@@ -388,6 +388,7 @@ def train_ppo(
     from tqdm.auto import tqdm
 
     get_spec(env_name)
+    redirect_torch_caches()
     seed = check_positive_int(seed, "seed", minimum=0)
     config = config or default_ppo_config(env_name)
     total, wanted = _rollout_steps(total_steps, checkpoint_steps, config.rollout_steps)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from opcc_edu.baselines import EnsembleConfig
+from opcc_edu.baselines import EnsembleConfig, FQEConfig
 from opcc_edu.baselines.answers import Answers
 from opcc_edu.baselines.estimate import select_profile_queries
 from opcc_edu.queries import load_queries
@@ -22,13 +24,18 @@ def test_from_values_scores_like_score_values(queries):
     n = len(queries)
     va, vb = rng.normal(size=(n, 4)), rng.normal(size=(n, 4))
     answers = Answers.from_values(
-        "maze2d-umaze", "1m", EnsembleConfig(), queries, va, vb, ["ev", "pci"], k=5, baseline="fqe", train_seconds=2.0
+        "maze2d-umaze", "1m", FQEConfig(), queries, va, vb, ["ev", "pci"], k=5, train_seconds=2.0
     )
     expected = score_values(va, vb, queries.target, queries.horizon, ["ev", "pci"], k=5)
     assert answers.metrics == expected.table()
     np.testing.assert_array_equal(answers.predictions["pci"], expected.predictions["pci"])
     assert (answers.baseline, answers.train_seconds, answers.k, answers.ensemble_size) == ("fqe", 2.0, 5, 4)
     assert answers.answer_seconds >= 0
+    # the baseline is read from the configuration, not a tag: an ensemble's, FQE's, none (the heuristic)
+    assert [dataclasses.replace(answers, config=c).baseline for c in (EnsembleConfig(), None)] == [
+        "ensemble",
+        "heuristic",
+    ]
 
 
 def test_from_values_rejects_bad_input(queries):

@@ -24,7 +24,7 @@ from opcc_edu.lab.experiments import configuration_label, get_ablation, parse_co
 
 torch.set_num_threads(1)
 
-CHOICES = dict(prior_scale=0.0, normalize=True, clip=False)
+CHOICES = dict(prior_scale=0.0, normalize=True, clip="none")
 
 
 def ar_spec(ar_targets="all", stochastic=False, termination="none", m=3, prior_scale=0.0) -> ModelSpec:
@@ -38,7 +38,7 @@ def ar_spec(ar_targets="all", stochastic=False, termination="none", m=3, prior_s
         stochastic=stochastic,
         prior_scale=prior_scale,
         normalize=True,
-        clip=False,
+        clip="none",
         termination=termination,
         ar_targets=ar_targets,
     )

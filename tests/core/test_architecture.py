@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from opcc_edu.baselines import EnsembleConfig
+from opcc_edu.baselines import EnsembleConfig, FQEConfig, TrainingConfig
 from opcc_edu.dynamics import ModelSpec
 from opcc_edu.dynamics.spec import ARCHITECTURE_FIELDS, Architecture, architecture_of
 
@@ -32,7 +32,7 @@ def test_both_classes_are_the_architecture_and_add_only_their_own_fields():
         cls: [f.name for f in dataclasses.fields(cls) if f.name not in ARCHITECTURE_FIELDS]
         for cls in (EnsembleConfig, ModelSpec)
     }
-    assert own[EnsembleConfig] == ["mixture", "train_steps", "batch_size", "lr", "seed"]
+    assert own[EnsembleConfig] == ["train_steps", "batch_size", "lr", "seed", "mixture"]
     assert own[ModelSpec] == ["env_name", "obs_dim", "act_dim", "activation"]
     assert set(OTHER) == set(ARCHITECTURE_FIELDS)
 
@@ -55,3 +55,27 @@ def test_both_validate_the_shared_fields_the_same_way(cls):
             cls(**sizes, **{field: bad})
     with pytest.raises(ValueError, match="ar_targets"):
         cls(**sizes, ar_targets="one")  # the feed-forward model takes the default objective only
+
+
+def test_the_two_baselines_share_their_training_settings_and_cannot_drift():
+    # ensemble_size, hidden_sizes, train_steps, batch_size, lr and seed are declared once
+    shared = [f.name for f in dataclasses.fields(TrainingConfig)]
+    assert shared == ["ensemble_size", "hidden_sizes", "train_steps", "batch_size", "lr", "seed"]
+    both = {f.name: f.type for f in dataclasses.fields(EnsembleConfig)}.items()
+    assert both & {f.name: f.type for f in dataclasses.fields(FQEConfig)}.items() == {
+        (f.name, f.type) for f in dataclasses.fields(TrainingConfig)
+    }
+    for cls in (EnsembleConfig, FQEConfig):  # one validation, one profile reading, one serialisation
+        assert issubclass(cls, TrainingConfig)
+        assert all(name not in vars(cls) for name in ("from_profile", "to_dict", "from_dict"))
+        for field, bad in [("ensemble_size", 0), ("hidden_sizes", 64), ("train_steps", 0), ("lr", 2.0), ("seed", -1)]:
+            with pytest.raises(ValueError, match=field):
+                cls(**{field: bad})
+        config = cls.from_profile("tiny", seed=3)
+        assert cls.from_dict(config.to_dict()) == config
+        with pytest.raises(ValueError, match=f"unknown {cls.__name__} field"):
+            cls.from_profile("tiny", widths=(8,))
+    ensemble, fqe = EnsembleConfig.from_profile("tiny"), FQEConfig.from_profile("tiny")
+    same = {name: ensemble.to_dict()[name] for name in shared}
+    # one profile reading: the same sizes, FQE's steps times 4 (it fits a chain of H outputs)
+    assert fqe.to_dict() == {**same, "train_steps": 4 * ensemble.train_steps, "bootstrap": True}

@@ -9,7 +9,7 @@ import torch
 from opcc_edu.baselines.config import BASELINE_DEFAULTS, EnsembleConfig
 from opcc_edu.dynamics import ModelSpec, build_ensemble
 from opcc_edu.dynamics.models import clip_box
-from opcc_edu.dynamics.spec import CLIP_BOXES, DEFAULT_CLIP, check_clip, clip_text
+from opcc_edu.dynamics.spec import CLIP_BOXES, DEFAULT_CLIP, clip_text, legacy_fields
 from opcc_edu.envs import HEALTH_LIMITS, health_limits, termination_fn
 from opcc_edu.lab.experiments.registry import configuration_label, get_ablation, parse_configuration
 
@@ -97,8 +97,12 @@ def test_the_limits_are_the_termination_rule(env):
 
 def test_clip_choices_and_their_older_spellings():
     assert EnsembleConfig().clip == DEFAULT_CLIP == BASELINE_DEFAULTS["clip"] == "health"
-    assert EnsembleConfig(clip=True).clip == "transitions" and EnsembleConfig(clip=False).clip == "none"
-    assert check_clip(np.bool_(True)) == "transitions"
+    # The older on/off field reads back through the one upgrade, not through the live classes.
+    assert EnsembleConfig.from_dict({"clip": True}).clip == "transitions"
+    assert EnsembleConfig.from_dict({"clip": False}).clip == "none"
+    assert legacy_fields({"clip": np.bool_(True)})["clip"] == "transitions"
+    with pytest.raises(ValueError, match="clip"):
+        EnsembleConfig(clip=True)
     # Dicts and cache keys keep the older spelling for the two older boxes, the name for the others.
     assert EnsembleConfig(clip="transitions").to_dict()["clip"] is True
     assert EnsembleConfig(clip="none").to_dict()["clip"] is False

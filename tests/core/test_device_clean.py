@@ -112,7 +112,7 @@ def make_model(model_type="ff", stochastic=False, prior_scale=0.0, termination="
         stochastic=stochastic,
         prior_scale=prior_scale,
         normalize=True,
-        clip=True,
+        clip="transitions",
         termination=termination,
     )
     return build_ensemble(spec, seed=seed).eval()

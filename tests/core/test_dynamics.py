@@ -27,7 +27,7 @@ from opcc_edu.envs import termination_fn
 torch.set_num_threads(1)
 
 # A plain deterministic model: its choices given explicitly.
-PLAIN = dict(model_type="ff", stochastic=False, prior_scale=0.0, normalize=True, clip=True, termination="none")
+PLAIN = dict(model_type="ff", stochastic=False, prior_scale=0.0, normalize=True, clip="transitions", termination="none")
 
 
 def make_spec(env: str, obs_dim: int, act_dim: int, m: int, hidden_sizes=(8,), **choices) -> ModelSpec:
@@ -339,7 +339,7 @@ def test_model_spec_validates_choices():
 
 
 def test_predefined_termination_and_clipping():
-    spec = make_spec("hopper", 11, 3, 2, (8,), termination="predefined", clip=True)
+    spec = make_spec("hopper", 11, 3, 2, (8,), termination="predefined", clip="transitions")
     model = build_ensemble(spec, seed=0).eval()
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(50, 11)).astype(np.float32)
@@ -465,7 +465,7 @@ def test_spec_round_trips_through_dict():
 def test_predict_mean_is_the_noise_free_step(model_type):
     model = small_model(stochastic=True, model_type=model_type)
     model.set_statistics(np.random.rand(30, 4), np.random.rand(30, 2), np.random.rand(30, 4), np.random.rand(30))
-    model.spec = dataclasses.replace(model.spec, clip=False)
+    model.spec = dataclasses.replace(model.spec, clip="none")
     obs, act = torch.randn(4, 6, 4), torch.randn(4, 6, 2)
     mean = model.predict_mean(obs, act)
     assert mean.shape == (4, 6, 5)

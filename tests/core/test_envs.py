@@ -178,3 +178,19 @@ def test_other_mujoco_warnings_still_reach_the_user():
     with envs._without_settotalmass_notice():
         with pytest.warns(RuntimeWarning, match="MuJoCo: another message"):
             mujoco.get_mju_user_warning()("another message")
+
+
+def test_importing_queries_and_datasets_loads_no_simulator():
+    # gymnasium loads when an environment is made, not when a query set or a dataset is read
+    import pickle
+    import subprocess
+    import sys
+
+    code = "import sys, opcc_edu.queries, opcc_edu.datasets; print('gymnasium' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"
+    # the maze environment, made on first use, is still found (and pickled) as envs.MazeEnv
+    env = envs.make_env("maze2d-open", seed=0)
+    assert isinstance(env.unwrapped, envs.MazeEnv) and pickle.loads(pickle.dumps(envs.MazeEnv)) is envs.MazeEnv
+    env.close()

@@ -25,3 +25,12 @@ def test_training_leaves_the_temp_directory_empty(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(os.listdir(temp)) == []
     assert (cache / "torchinductor").is_dir()  # where torch's cache went instead
+
+
+def test_importing_the_package_leaves_the_environment_alone():
+    # the compile caches are redirected by the first optimizer step, not by an import
+    code = "import os, opcc_edu, opcc_edu.baselines; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "None"

@@ -19,7 +19,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from ...scoring import score_answers
 from ...scoring import score_values as score_member_values
 from .grid import RunSpec
 from .registry import BASELINE_DEFAULTS, ensemble_count_levels
+
+if TYPE_CHECKING:
+    from ...baselines.answers import Answers
 
 __all__ = [
     "RunValues",
@@ -420,19 +423,8 @@ def run_ensemble_config(run: RunSpec, profile: Profile | str | None = None) -> A
     return dataclasses.replace(base, **settings)
 
 
-def _values_from_answers(answers: Any) -> RunValues:
-    """Adapter from the baselines' ``Answers`` to :class:`RunValues`."""
-    queries = getattr(answers, "queries", None)
-
-    def pick(name: str) -> Any:
-        if getattr(answers, name, None) is not None:
-            return getattr(answers, name)
-        if queries is not None and getattr(queries, name, None) is not None:
-            return getattr(queries, name)
-        raise ValueError(f"the answers object has no {name!r} (looked at answers.{name} and answers.queries.{name})")
-
-    info = {}
-    for key in ("seconds", "train_seconds", "answer_seconds", "cache_hit", "cached"):
-        if getattr(answers, key, None) is not None:
-            info[key] = getattr(answers, key)
-    return RunValues(pick("values_a"), pick("values_b"), pick("target"), pick("horizon"), info=info)
+def _values_from_answers(answers: Answers) -> RunValues:
+    """The member values of a baseline's :class:`~opcc_edu.baselines.Answers`, with its timings."""
+    info = {"train_seconds": answers.train_seconds, "answer_seconds": answers.answer_seconds}
+    info["cache_hit"] = answers.cache_hit
+    return RunValues(answers.values_a, answers.values_b, answers.target, answers.horizon, info=info)
