@@ -27,6 +27,9 @@ ANSWER_COLORS = {0: "tab:orange", 1: "tab:blue"}
 """Scatter colours: target 1 (V_a < V_b) blue, target 0 orange."""
 SIDE_COLORS = {"a": "tab:red", "b": "tab:green"}
 """Trajectory colours of the two sides of a query."""
+SIDE_LINES = {"a": dict(color=SIDE_COLORS["a"], lw=2.5), "b": dict(color=SIDE_COLORS["b"], lw=1.5, ls="--")}
+"""How :func:`plot_query` draws the two sides: side b narrow and dashed over side a's wide line, so
+that two paths that coincide (one start state, the same policy) both stay visible."""
 
 
 def _get_spec(env_name: str) -> Any:
@@ -251,10 +254,10 @@ def query_trajectories(queries: Any, index: int, policies: Sequence[Any] | None 
 def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, axes: Any = None) -> np.ndarray:
     """Both sides of one query: their paths and their accumulated rewards.
 
-    Mazes: a top-down drawing with the two simulated paths (start marked by a circle) and the
-    cumulative reward. Locomotion: the root's x position and height, and the cumulative reward,
-    against the step (the start states' body pose is in the simulator state; see
-    :func:`render_states` for pictures where OpenGL is available).
+    Mazes: a top-down drawing with the two paths (circle: start, cross: end; side b dashed over
+    side a's wider line) and the cumulative reward. Locomotion: the root's x position and height,
+    and the cumulative reward, against the step (the start states' body pose is in the simulator
+    state; see :func:`render_states` for pictures where OpenGL is available).
 
     Args:
         queries: a :class:`opcc_edu.queries.QuerySet`.
@@ -290,15 +293,15 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
         draw_maze(queries.env_name, ax=axes[0])
         for row, side in enumerate("ab"):
             xy = traj.observations[row, valid[row], :2]
-            axes[0].plot(xy[:, 0], xy[:, 1], color=SIDE_COLORS[side], lw=1.5, label=labels[side])
-            axes[0].plot(*xy[0], "o", color=SIDE_COLORS[side], ms=6)
-            axes[0].plot(*xy[-1], "x", color=SIDE_COLORS[side], ms=6)
+            axes[0].plot(xy[:, 0], xy[:, 1], label=labels[side], **SIDE_LINES[side])
+            axes[0].plot(*xy[0], "o", color=SIDE_COLORS[side], ms=8 if side == "a" else 5)
+            axes[0].plot(*xy[-1], "x", color=SIDE_COLORS[side], ms=8 if side == "a" else 5, mew=2)
         reward_ax = axes[1]
     else:
         for row, side in enumerate("ab"):
             states = traj.states[row]
-            axes[0].plot(steps[valid[row]], states[valid[row], 0], color=SIDE_COLORS[side], label=labels[side])
-            axes[1].plot(steps[valid[row]], states[valid[row], 1], color=SIDE_COLORS[side])
+            axes[0].plot(steps[valid[row]], states[valid[row], 0], label=labels[side], **SIDE_LINES[side])
+            axes[1].plot(steps[valid[row]], states[valid[row], 1], **SIDE_LINES[side])
         axes[0].set_xlabel("time step")
         axes[0].set_ylabel("root x position (m)")
         axes[1].set_xlabel("time step")
@@ -306,7 +309,7 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
         reward_ax = axes[2]
     for row, side in enumerate("ab"):
         reward_ax.step(
-            steps[valid[row]], cumulative[row, valid[row]], where="post", color=SIDE_COLORS[side], label=labels[side]
+            steps[valid[row]], cumulative[row, valid[row]], where="post", label=labels[side], **SIDE_LINES[side]
         )
     reward_ax.set_xlabel("time step")
     # two lines: one is taller than a short panel and runs into the figure's title
