@@ -74,7 +74,7 @@ ANSWERING_CHAPTERS = frozenset(
     ablation_dataset_type ablation_horizon ablation_confidence ablation_ensemble_count
     ablation_prior_scale ablation_stochastic ablation_model_type ablation_normalization
     ablation_mixture beyond_coverage_confidence what_aurcc_rewards predictor_and_calibration
-    calibrated_confidence model_free_baseline original_benchmark
+    calibrated_confidence model_free_baseline original_benchmark ablation_clipping ablation_termination
     """.split()
 )
 #: Solutions of those chapters (by label) that do not print their answer yet.
