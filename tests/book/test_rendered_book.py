@@ -254,6 +254,70 @@ def test_every_lesson_states_its_verdict_as_what_we_learned_does():
     assert not differ, f"a lesson's verdict is not What we learned's: {differ}"
 
 
+#: A quantity as a page prints it: a decimal number or a percentage (counts and years are left out).
+QUANTITY = re.compile(r"(?<![\w.,])(\d+(?:\.\d+)?\s?%|\d+\.\d+)(?![\w.]\d)")
+
+
+def _quantities(text: str) -> list[tuple[float, float]]:
+    """The quantities of a text, each as (value, half its last printed unit); a percentage as a
+    fraction (8.3% is 0.083 +- 0.0005)."""
+    found = []
+    for token in QUANTITY.findall(" ".join(text.split())):
+        percent = token.endswith("%")
+        number = token.rstrip("%").strip()
+        decimals = len(number.partition(".")[2])
+        value, unit = float(number), 10.0**-decimals
+        if percent:
+            value, unit = value / 100, unit / 100
+        found.append((value, unit / 2))
+    return found
+
+
+def _agrees(quantity: tuple[float, float], others: list[tuple[float, float]]) -> bool:
+    """A quantity is on another page when a printed number there rounds to the same value at the
+    coarser of the two precisions."""
+    value, half = quantity
+    return any(abs(value - v) <= max(half, h) + 1e-9 for v, h in others)
+
+
+def test_quantities_behave_as_printed():
+    assert _quantities("wrong on 8.3% of them, AURCC 0.083, level 1 of 2025") == [(0.083, 0.0005), (0.083, 0.0005)]
+    assert _agrees((0.083, 0.0005), [(0.0834, 0.00005)]) and not _agrees((0.083, 0.0005), [(0.085, 0.0005)])
+    assert _agrees((0.994, 0.0005), [(0.99, 0.005)]) and not _agrees((0.994, 0.0005), [(0.98, 0.005)])
+
+
+@pytest.mark.skipif("book/what_we_learned" not in PAGES, reason="What we learned was not built")
+def test_what_we_learned_states_each_lessons_numbers_as_the_lesson_does():
+    """Every number *What we learned* states beside a lesson it links (its section "The book's own
+    lessons") is printed by one of those lessons too, to the coarser of the two precisions: the
+    summary cannot drift from the pages it summarises. (The findings' numbers are in the verdict
+    paragraphs, compared above.)"""
+    soup = _soup(PAGES["book/what_we_learned"])
+    headed = [(s, s.find(["h2", "h3"])) for s in soup.find_all("section")]
+    section = next((s for s, title in headed if title is not None and "own lessons" in title.get_text()), None)
+    assert section is not None, "What we learned has no section on the book's own lessons"
+    items = section.find_all("li")
+    assert items, "that section lists no lessons"
+    missing, compared = [], 0
+    for item in items:
+        linked = {
+            f"book/{Path(urlparse(a['href']).path).stem}"
+            for a in item.find_all("a", href=True)
+            if not urlparse(a["href"]).scheme and urlparse(a["href"]).path.endswith(".html")
+        }
+        pages = [PAGES[entry] for entry in sorted(linked) if entry in PAGES]
+        if not pages or len(pages) < len(linked & set(_toc_pages())):
+            continue  # a linked lesson was not built (a single-page build)
+        printed = [q for page in pages for q in _quantities(_soup(page).get_text(" "))]
+        for quantity in _quantities(item.get_text(" ")):
+            compared += 1
+            if not _agrees(quantity, printed):
+                missing.append((sorted(linked), quantity[0]))
+    assert not missing, f"What we learned states numbers its linked lessons never print: {missing}"
+    if len(PAGES) > 30:  # the whole book: the section's numbers were all compared
+        assert compared, "no number of the section was compared"
+
+
 @needs_book
 @pytest.mark.parametrize("entry", sorted(PAGES), ids=lambda e: Path(e).name)
 def test_every_widget_has_a_static_image_nearby(entry):
