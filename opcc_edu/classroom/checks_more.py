@@ -235,16 +235,15 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
     @check("mini_ablation", "q3")
     def _verdict_choice(ctx: Context) -> None:
         verdict = ctx.value("verdict")
-        assert verdict in ("better", "worse", "no significant difference"), f"unknown verdict {verdict!r}"
+        assert verdict in ("better", "worse", "not separated"), f"unknown verdict {verdict!r}"
 
     @check("mini_ablation", "q3")
     def _verdict_agrees(ctx: Context) -> None:
-        verdict, summary = ctx.value("verdict"), ctx.value("summary")
-        first, last = summary.iloc[0], summary.iloc[-1]
-        low, high = float(last["mean"] - last["half_width"]), float(last["mean"] + last["half_width"])
-        if low > float(first["mean"] + first["half_width"]):
-            assert verdict == "better"
-        elif high < float(first["mean"] - first["half_width"]):
-            assert verdict == "worse"
-        else:
-            assert verdict == "no significant difference"
+        # the book's rule: the paired interval (last level minus first, seed by seed) excludes zero
+        verdict, results, levels = ctx.value("verdict"), _results(ctx), ctx.value("levels")
+        by_seed = results.assign(level=results["level"].astype(str))
+        gains = by_seed.pivot_table(index="seed", columns="level", values="selective_gain")
+        paired = (gains[str(levels[-1])] - gains[str(levels[0])]).dropna().to_numpy(dtype=float)
+        mean, half_width = mean_confidence_interval(paired)
+        expected = "better" if mean - half_width > 0 else "worse" if mean + half_width < 0 else "not separated"
+        assert verdict == expected, f"the paired interval {mean:+.4f} ± {half_width:.4f} says {expected!r}"

@@ -57,6 +57,8 @@ CELL_TIMEOUT = 900
 SOLUTION = re.compile(
     r"^(?P<fence>`{3,}|:{3,})\{solution\}(?P<label>[^\n]*)\n(?P<body>.*?)\n(?P=fence)[ \t]*$", re.S | re.M
 )
+#: The gate of a solution written as code cells: ``{solution-start} label`` or ``{solution-end}``.
+GATE = re.compile(r"\{solution-(?P<kind>start|end)\}(?P<label>[^\n]*)")
 #: A fenced block of Python inside it.
 CODE = re.compile(
     r"^(?P<fence>`{3,})[ \t]*(?:\{code-cell\}[ \t]*(?:ipython3?|python3?)?|python3?|py|ipython3?)[ \t]*\n"
@@ -75,6 +77,7 @@ ANSWERING_CHAPTERS = frozenset(
     ablation_prior_scale ablation_stochastic ablation_model_type ablation_normalization
     ablation_mixture beyond_coverage_confidence what_aurcc_rewards predictor_and_calibration
     calibrated_confidence model_free_baseline original_benchmark ablation_clipping ablation_termination
+    ablation_reward
     """.split()
 )
 #: Solutions of those chapters (by label) that do not print their answer yet.
@@ -127,11 +130,11 @@ def solution_blocks(nb) -> list[Solution]:
                 name = match.group("label").strip() or "solution"
                 for block in CODE.finditer(match.group("body")):
                     found.append(Solution(name, OPTION_LINES.sub("", block.group("code"))))
-            start = re.search(r"\{solution-start\}([^\n]*)", cell.source)
-            if start:
-                gated, label = True, start.group(1).strip() or "solution"
-            if "{solution-end}" in cell.source:
-                gated = False
+            # a cell may close one solution and open the next: the last marker decides
+            for marker in GATE.finditer(cell.source):
+                gated = marker.group("kind") == "start"
+                if gated:
+                    label = marker.group("label").strip() or "solution"
         elif cell.cell_type == "code" and (gated or "solution" in cell.metadata.get("tags", [])):
             found.append(Solution(label or "solution cell", cell.source))
     return found
@@ -338,6 +341,8 @@ def test_solution_blocks_finds_fenced_python_and_gated_cells():
             md("````{solution} ex-3\nWords only.\n````"),
             md("```{solution-start} ex-4\n```"),
             code("print(4)"),
+            md("```{solution-end}\n```\n```{exercise}\n:label: ex-5\n```\n```{solution-start} ex-5\n```"),
+            code("print(5)"),  # one cell closed ex-4 and opened ex-5: ex-5's code is found
             md("```{solution-end}\n```"),
             code("print('chapter')"),
         ]
@@ -348,6 +353,7 @@ def test_solution_blocks_finds_fenced_python_and_gated_cells():
         ("ex-1", "print(2)"),
         ("ex-2", "print(3)"),
         ("ex-4", "print(4)"),
+        ("ex-5", "print(5)"),
     ]
 
 

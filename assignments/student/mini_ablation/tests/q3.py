@@ -7,5 +7,5 @@ points = 2
 
 @test_case(points=None, hidden=False)
 def test_verdict_is_a_choice(verdict):
-    assert verdict in ('better', 'worse', 'no significant difference'), f'unknown verdict {verdict!r}'
+    assert verdict in ('better', 'worse', 'not separated'), f'unknown verdict {verdict!r}'
 
