@@ -7,12 +7,16 @@ them into predictions and confidences (one per confidence function) and scores e
 scored by :func:`score_answers`, through the same per-horizon loop. ``opcc-edu run``, the
 ensemble, FQE and heuristic baselines, the ablation runner and the book all score here, once per
 run, so a number means the same thing wherever it is printed.
+
+Two types carry answers: :class:`MemberValues`, what members say (the ensemble, FQE), and
+:class:`Scores`, what the metrics make of answers (the heuristic, without members, gives these).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,15 +24,72 @@ from .confidence import CONFIDENCE_FUNCTIONS, resolve_confidences
 from .metrics import evaluate
 from .names import ALL_HORIZONS, CONFIDENCES
 
-__all__ = ["Scores", "score_answers", "score_values"]
+__all__ = ["MemberValues", "Scores", "score_answers", "score_values"]
 
 #: The keys of a :class:`Scores` row that say what was scored (the others are metrics).
 _ROW_KEYS = ("horizon", "confidence", "ensemble_count", "ensemble_size")
 
 
 @dataclasses.dataclass
+class MemberValues:
+    """Each member's value estimate of each side of N queries: what a run returns, sends between
+    processes and stores, and what :class:`opcc_edu.baselines.Answers` holds (plain arrays)."""
+
+    values_a: np.ndarray
+    """(N, M) estimates of side a's value; an (N, M, R) array is averaged over its R runs."""
+    values_b: np.ndarray
+    """(N, M) estimates of side b's value, as ``values_a``."""
+    target: np.ndarray
+    """(N,) true answers, 1 iff V_a < V_b."""
+    horizon: np.ndarray
+    """(N,) query horizons."""
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON-ready facts of the run (timings, cache hits)."""
+
+    def __post_init__(self) -> None:
+        a, b = (np.asarray(v, dtype=np.float64) for v in (self.values_a, self.values_b))
+        a, b = (v.mean(axis=2) if v.ndim == 3 else v for v in (a, b))  # a member's Monte-Carlo mean
+        if a.ndim != 2 or a.shape != b.shape:
+            raise ValueError(
+                "values_a and values_b must both have shape (N, M) or (N, M, R), "
+                f"got {np.shape(self.values_a)} and {np.shape(self.values_b)}"
+            )
+        n = a.shape[0]
+        target = np.asarray(self.target).astype(np.int8).reshape(-1)
+        horizon = np.asarray(self.horizon).astype(np.int64).reshape(-1)
+        if target.shape != (n,) or horizon.shape != (n,):
+            raise ValueError(
+                f"target and horizon must hold one entry per query, the {n} rows of the values; "
+                f"got shapes {target.shape} and {horizon.shape}"
+            )
+        if not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
+            raise ValueError("values_a and values_b must be finite (a model rollout diverged?)")
+        self.values_a, self.values_b, self.target, self.horizon = a, b, target, horizon
+
+    @property
+    def ensemble_size(self) -> int:
+        """Members M."""
+        return int(self.values_a.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.values_a.shape[0])
+
+    def prefix(self, m: int) -> MemberValues:
+        """The values of members 0..m-1 (``info`` shared)."""
+        if not 1 <= int(m) <= self.ensemble_size:
+            raise ValueError(f"m must be between 1 and the ensemble size {self.ensemble_size}, got {m}")
+        return MemberValues(self.values_a[:, :m], self.values_b[:, :m], self.target, self.horizon, self.info)
+
+    def score(
+        self, confidences: Sequence[str] = CONFIDENCES, ensemble_counts: Sequence[int] = (), k: int = 10
+    ) -> Scores:
+        """:func:`score_values` of these values."""
+        return score_values(self.values_a, self.values_b, self.target, self.horizon, confidences, ensemble_counts, k)
+
+
+@dataclasses.dataclass
 class Scores:
-    """What :func:`score_values` returns."""
+    """What the metrics make of a baseline's answers (:func:`score_values`, :func:`score_answers`)."""
 
     rows: list[dict[str, float | int | str]]
     """One dict per scored subset: ``horizon`` (a string, or :data:`ALL_HORIZONS`),
@@ -38,6 +99,20 @@ class Scores:
     """(N,) predictions of the full ensemble, by confidence name."""
     confidences: dict[str, np.ndarray]
     """(N,) confidences of the full ensemble, by confidence name."""
+    target: np.ndarray
+    """(N,) true answers the predictions were scored against."""
+    horizon: np.ndarray
+    """(N,) query horizons."""
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON-ready facts of the run (timings, the rule)."""
+
+    def __len__(self) -> int:
+        return int(np.shape(self.target)[0])
+
+    @property
+    def ensemble_size(self) -> int:
+        """Members M of the answers scored (1 for a baseline without members)."""
+        return max((int(row["ensemble_size"]) for row in self.rows), default=1)
 
     def table(self, ensemble_count: int | None = None) -> dict[str, dict[str, dict[str, float]]]:
         """``table[confidence][horizon]`` = the metrics of one prefix (default: all members)."""
@@ -89,7 +164,7 @@ def score_answers(
         predictions[name], confs[name] = prediction, confidence
         for label, metrics in _per_horizon(prediction, target, confidence, horizon, k):
             rows.append({"horizon": label, "confidence": name, "ensemble_count": 1, "ensemble_size": 1, **metrics})
-    return Scores(rows, predictions, confs)
+    return Scores(rows, predictions, confs, target, horizon)
 
 
 def score_values(
@@ -139,4 +214,4 @@ def score_values(
                 rows.append(
                     {"horizon": label, "confidence": name, "ensemble_count": m, "ensemble_size": m_full, **metrics}
                 )
-    return Scores(rows, predictions, confs)
+    return Scores(rows, predictions, confs, target, horizon)

@@ -26,12 +26,9 @@ from opcc_edu.build.original import relabel_original
 from opcc_edu.build.original_report import (
     agreement,
     agreement_table,
-    alive_bonus_values,
-    cause_agreement,
+    cause_experiments,
     cause_table,
-    friction_values,
     load_original_runs,
-    perturbed_values,
 )
 from opcc_edu.config import get_profile
 from opcc_edu.envs import ENV_NAMES, get_spec
@@ -107,21 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         relabelled.metadata["command"] = COMMAND
         relabelled.save(QUERIES_DIR / "original-relabelled" / f"{env}.npz")
         rows[env] = agreement(original, relabelled)
-        experiments = {"today vs starts moved by 1e-9 (today)": cause_agreement(relabelled, perturbed_values)}
-        if env == "halfcheetah":
-            experiments["today vs starts moved by 1e-6 (today)"] = cause_agreement(
-                relabelled, lambda q: perturbed_values(q, scale=1e-6)
-            )
-        if not get_spec(env).is_maze:
-            experiments["original vs today"] = agreement(original, relabelled)
-        if env in ("hopper", "walker2d"):
-            experiments["original vs today with v2's alive bonus"] = cause_agreement(
-                relabelled, alive_bonus_values, reference=original
-            )
-        if env == "walker2d":
-            experiments["original vs today with v2's right-foot friction 0.9"] = cause_agreement(
-                relabelled, friction_values, reference=original
-            )
+        experiments = cause_experiments(env, original, relabelled)
         causes[env] = experiments
         print(f"{env}: agreement {rows[env]['agreement']:.4f}", flush=True)
     sections = [

@@ -1,7 +1,8 @@
 """A baseline's answers to a query set: values, predictions, confidences, metrics.
 
-:class:`Answers` holds member values and their scores (:func:`opcc_edu.scoring.score_values`,
-the one scoring function of the package), and derives what is computed from them: the answers of
+:class:`Answers` holds member values (:class:`~opcc_edu.scoring.MemberValues`, none for the
+no-model heuristic) and their scores (:mod:`opcc_edu.scoring`, where the package scores), and
+derives what is computed from them: the answers of
 a prefix of the ensemble, calibrated confidences, the predictor's own metrics, a tidy table.
 Producing answers is :mod:`opcc_edu.baselines.pipeline` (:func:`answer_queries`); storing them
 :func:`answers_summary` and :func:`save_answers`, below; printing them
@@ -25,7 +26,7 @@ from ..metrics import query_losses
 from ..names import ALL_HORIZONS, METRICS, TIE_FAIR_METRICS
 from ..plotting.selective import plot_answers
 from ..predictor_metrics import predictor_metrics
-from ..scoring import score_answers, score_values
+from ..scoring import MemberValues, score_answers
 from ..utils import check_choice, check_positive_int
 from .config import EnsembleConfig, FQEConfig
 
@@ -36,19 +37,6 @@ if TYPE_CHECKING:
     from ..queries import QuerySet
 
 
-def _metrics_table(
-    values_a: np.ndarray,
-    values_b: np.ndarray,
-    target: np.ndarray,
-    horizon: np.ndarray,
-    confidences: Sequence[str],
-    k: int,
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, dict[str, dict[str, float]]]]:
-    """``(predictions, confidences, metrics[name][horizon])`` of (N, M) member values."""
-    scores = score_values(values_a, values_b, target, horizon, confidences, k=k)
-    return scores.predictions, scores.confidences, scores.table()
-
-
 #: Suffix of the name of a confidence calibrated by :meth:`Answers.with_calibrated`.
 CALIBRATED_SUFFIX = "_cal"
 
@@ -57,7 +45,8 @@ CALIBRATED_SUFFIX = "_cal"
 class Answers:
     """A baseline's answers to a query set: member values, predictions, confidences, metrics.
 
-    Shapes: N queries, M members.
+    Shapes: N queries, M members. The no-model heuristic has no members: its :attr:`values` is
+    None and its answers are its predictions and confidences alone.
     """
 
     env_name: str
@@ -69,10 +58,9 @@ class Answers:
     for a baseline without a model, the heuristic)."""
     queries: QuerySet
     """The :class:`opcc_edu.queries.QuerySet` answered."""
-    values_a: np.ndarray
-    """(N, M) member value estimates of side a."""
-    values_b: np.ndarray
-    """(N, M) member value estimates of side b."""
+    values: MemberValues | None
+    """The members' (N, M) value estimates of each side; None for a baseline without members
+    (the heuristic)."""
     predictions: dict[str, np.ndarray]
     """Confidence name -> (N,) int8 prediction (1 means V_a < V_b)."""
     confidences: dict[str, np.ndarray]
@@ -124,15 +112,15 @@ class Answers:
                 unknown confidence name (the message lists the valid ones).
         """
         started = time.perf_counter() if started is None else started
-        target, horizon = queries.target, queries.horizon
-        predictions, confs, metrics = _metrics_table(values_a, values_b, target, horizon, confidences, k)
+        values = MemberValues(values_a, values_b, queries.target, queries.horizon)
+        scores = values.score(confidences, k=k)
+        predictions, confs, metrics = scores.predictions, scores.confidences, scores.table()
         return cls(
             env_name=env_name,
             dataset_name=dataset_name,
             config=config,
             queries=queries,
-            values_a=values_a,
-            values_b=values_b,
+            values=values,
             predictions=predictions,
             confidences=confs,
             metrics=metrics,
@@ -157,9 +145,24 @@ class Answers:
         return "heuristic" if self.config is None else "fqe" if isinstance(self.config, FQEConfig) else "ensemble"
 
     @property
+    def values_a(self) -> np.ndarray:
+        """(N, M) member value estimates of side a (:attr:`values`)."""
+        return self._member_values().values_a
+
+    @property
+    def values_b(self) -> np.ndarray:
+        """(N, M) member value estimates of side b (:attr:`values`)."""
+        return self._member_values().values_b
+
+    def _member_values(self) -> MemberValues:
+        if self.values is None:
+            raise ValueError(f"the {self.baseline} baseline has no members, so no member values")
+        return self.values
+
+    @property
     def ensemble_size(self) -> int:
-        """Members M whose values are held."""
-        return int(self.values_a.shape[1])
+        """Members M whose values are held (1 for the heuristic, scored as one answer)."""
+        return 1 if self.values is None else self.values.ensemble_size
 
     def with_members(self, m: int) -> Answers:
         """The answers of the ensemble made of members 0..m-1 (rescored, no new rollouts)."""
@@ -168,14 +171,14 @@ class Answers:
             raise ValueError(f"the {self.baseline} baseline has no ensemble members to take a prefix of")
         if m > self.ensemble_size:
             raise ValueError(f"m must be at most the ensemble size {self.ensemble_size}, got {m}")
-        va, vb = self.values_a[:, :m], self.values_b[:, :m]
+        values = self._member_values().prefix(m)
         base = [name for name in self.predictions if name not in self.calibrated]
-        predictions, confidences, metrics = _metrics_table(va, vb, self.target, self.horizon, base, self.k)
+        scores = values.score(base, k=self.k)
+        predictions, confidences, metrics = scores.predictions, scores.confidences, scores.table()
         prefix = dataclasses.replace(
             self,
             config=dataclasses.replace(self.config, ensemble_size=m),
-            values_a=va,
-            values_b=vb,
+            values=values,
             predictions=predictions,
             confidences=confidences,
             metrics=metrics,
@@ -336,19 +339,16 @@ def answers_summary(answers: Answers) -> dict[str, Any]:
 
 
 def save_answers(answers: Answers, directory: str | Path, stem: str | None = None) -> dict[str, Path]:
-    """Write ``<stem>.json`` (summary) and ``<stem>.npz`` (values, predictions, confidences).
+    """Write ``<stem>.json`` (summary) and ``<stem>.npz`` (member values where there are members,
+    targets, horizons, predictions, confidences).
 
     Returns:
         ``{"json": path, "npz": path}``.
     """
     directory = Path(directory)
     stem = stem or f"{answers.env_name}_{answers.dataset_name}"
-    arrays = {
-        "values_a": answers.values_a,
-        "values_b": answers.values_b,
-        "target": answers.target,
-        "horizon": answers.horizon,
-    }
+    arrays = {} if answers.values is None else {"values_a": answers.values_a, "values_b": answers.values_b}
+    arrays.update({"target": answers.target, "horizon": answers.horizon})
     for name in answers.predictions:
         arrays[f"prediction_{name}"] = answers.predictions[name]
         arrays[f"confidence_{name}"] = answers.confidences[name]

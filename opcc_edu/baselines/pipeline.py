@@ -118,8 +118,9 @@ def answer_queries(
 def heuristic_as_answers(queries: QuerySet, k: int = 10, rule: Any = None) -> Answers:
     """The no-model heuristic's answers (:mod:`opcc_edu.baselines.heuristic`) as :class:`Answers`.
 
-    The values held are the rule's (N, 1) scores of each side; predictions and confidences are
-    the rule's, under the confidence name ``"heuristic"``, scored by the same metrics.
+    The rule has no members, so no member values are held (:attr:`Answers.values` is None); its
+    predictions and confidences, under the confidence name ``"heuristic"``, are scored by the
+    same metrics.
 
     Args:
         queries: N queries.
@@ -137,8 +138,7 @@ def heuristic_as_answers(queries: QuerySet, k: int = 10, rule: Any = None) -> An
         dataset_name="none",
         config=None,
         queries=queries,
-        values_a=rule.score_a[:, None],
-        values_b=rule.score_b[:, None],
+        values=None,
         predictions={"heuristic": rule.prediction},
         confidences={"heuristic": rule.confidence},
         metrics=metrics,

@@ -128,6 +128,35 @@ def cause_agreement(
     return agreement(original if reference is None else reference, alt)
 
 
+#: The experiments' names, as the report's "labels compared" column prints them.
+MOVED_1E9 = "today vs starts moved by 1e-9 (today)"
+MOVED_1E6 = "today vs starts moved by 1e-6 (today)"
+TODAY = "original vs today"
+ALIVE = "original vs today with v2's alive bonus"
+FRICTION = "original vs today with v2's right-foot friction 0.9"
+
+
+def cause_experiments(env_name: str, original: QuerySet, today: QuerySet) -> dict[str, dict[str, Any]]:
+    """The experiments that test each cause of disagreement in one environment, in the report's
+    order: ``{experiment name: agreement row}`` (:func:`agreement`, :func:`cause_agreement`).
+
+    Start states moved by 1e-9 (every environment) and 1e-6 (HalfCheetah), original against today
+    (locomotion), v2's alive bonus (Hopper, Walker2d) and v2's right-foot friction (Walker2d).
+    """
+    from ..envs import get_spec
+
+    rows = {MOVED_1E9: cause_agreement(today, perturbed_values)}
+    if env_name == "halfcheetah":
+        rows[MOVED_1E6] = cause_agreement(today, lambda q: perturbed_values(q, scale=1e-6))
+    if not get_spec(env_name).is_maze:
+        rows[TODAY] = agreement(original, today)
+    if env_name in ("hopper", "walker2d"):
+        rows[ALIVE] = cause_agreement(today, alive_bonus_values, reference=original)
+    if env_name == "walker2d":
+        rows[FRICTION] = cause_agreement(today, friction_values, reference=original)
+    return rows
+
+
 def _percent(x: float) -> str:
     return f"{100 * x:.2f}%"
 

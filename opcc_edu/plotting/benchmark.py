@@ -369,7 +369,10 @@ def render_states(env_name: str, states: np.ndarray, width: int = 240, height: i
 
 
 def plot_start_frames(queries: Any, index: int, axes: Any = None) -> np.ndarray | None:
-    """Rendered pictures of the two start states of a query (locomotion), if OpenGL works.
+    """Rendered pictures of the two start states of a query, if OpenGL works.
+
+    A locomotion body is drawn by :func:`render_states`; a maze straight from above, in its own
+    frame (metres), with an orthographic camera so that no wall hides the ball, ringed in white.
 
     Args:
         queries: a :class:`opcc_edu.queries.QuerySet`.
@@ -381,16 +384,43 @@ def plot_start_frames(queries: Any, index: int, axes: Any = None) -> np.ndarray 
         (see :func:`render_states`).
     """
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Circle
 
-    i = int(index)
-    images = render_states(queries.env_name, np.stack([queries.state_a[i], queries.state_b[i]]))
+    i, spec = int(index), _get_spec(queries.env_name)
+    states = np.stack([queries.state_a[i], queries.state_b[i]])
+    images = None if spec.is_maze else render_states(queries.env_name, states)
+    if spec.is_maze:  # a camera above its centre (the origin), x to the right; the image has its shape
+        rows, cols = np.shape(spec.maze_map)
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        try:
+            import mujoco
+
+            from ..envs import make_env, mujoco_handles, set_state
+
+            env = make_env(queries.env_name)
+            model, data = mujoco_handles(env)
+            model.vis.global_.fovy = rows  # an orthographic view's height, in metres
+            camera = mujoco.MjvCamera()
+            camera.orthographic, camera.azimuth, camera.elevation, camera.distance = 1, 90.0, -90.0, 2.0 * cols
+            scale = min(model.vis.global_.offwidth / cols, model.vis.global_.offheight / rows, 60.0)
+            with mujoco.Renderer(model, int(rows * scale), int(cols * scale)) as renderer:
+                images = []
+                for state in states:
+                    set_state(env, state)
+                    renderer.update_scene(data, camera)
+                    images.append(renderer.render())
+        except Exception:  # any OpenGL/EGL failure means "no pictures here"
+            images = None
     if images is None:
         return None
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=figure_size(columns=2, width=0.7 * PAGE_WIDTH, panel_aspect=1.0))
+        aspect = images[0].shape[0] / images[0].shape[1]
+        _, axes = plt.subplots(1, 2, figsize=figure_size(columns=2, width=0.7 * PAGE_WIDTH, panel_aspect=aspect))
     axes = np.atleast_1d(np.asarray(axes, dtype=object))
-    for ax, image, side in zip(axes, images, "ab", strict=True):
-        ax.imshow(image)
+    for ax, image, state, side in zip(axes, images, states, "ab", strict=True):
+        ax.imshow(image, extent=(-cols / 2, cols / 2, -rows / 2, rows / 2) if spec.is_maze else None)
+        if spec.is_maze:  # in the maze's frame: ring the ball
+            ax.add_patch(Circle(state[:2], 0.45, fill=False, color="white", lw=1.5))
         ax.set_title(f"start of side {side}", color=SIDE_COLORS[side])
         ax.axis("off")
     return axes

@@ -154,7 +154,7 @@ def plot_voting_prefix(values: MemberValues, members: int, ax: Axes | None = Non
     Args:
         values: one run's member values (N queries, M members): anything with ``values_a``,
             ``values_b`` (N, M), ``target`` (N,) and ``ensemble_size`` (M), such as an ablation
-            run's :class:`~opcc_edu.lab.experiments.RunValues` or :class:`~opcc_edu.baselines.Answers`.
+            run's :class:`~opcc_edu.scoring.MemberValues` or :class:`~opcc_edu.baselines.Answers`.
         members: how many of the first members vote, 1 to M.
         ax: matplotlib Axes to draw on; a new figure when ``None``.
 

@@ -183,7 +183,7 @@ def test_plots_return_their_axes():
 @pytest.fixture(scope="module")
 def answers():
     """Answers of a synthetic 6-member ensemble to the shipped hopper set (no training)."""
-    from opcc_edu.baselines.answers import Answers, _metrics_table
+    from opcc_edu.baselines.answers import Answers
     from opcc_edu.baselines.config import EnsembleConfig
     from opcc_edu.queries import load_queries
 
@@ -192,11 +192,8 @@ def answers():
     noise = 0.3 * np.abs(queries.value_a - queries.value_b).mean()
     values_a = queries.value_a[:, None] + rng.normal(0, noise, (240, 6)) + rng.normal(0, noise, (240, 1))
     values_b = queries.value_b[:, None] + rng.normal(0, noise, (240, 6)) + rng.normal(0, noise, (240, 1))
-    predictions, confidences, metrics = _metrics_table(
-        values_a, values_b, queries.target, queries.horizon, ("ev", "pci", "upci"), 10
-    )
     config = EnsembleConfig.from_profile("tiny", ensemble_size=6)
-    return Answers("hopper", "synthetic", config, queries, values_a, values_b, predictions, confidences, metrics)
+    return Answers.from_values("hopper", "synthetic", config, queries, values_a, values_b, ("ev", "pci", "upci"))
 
 
 def test_answers_calibrate_adds_one_more_confidence_function(answers):

@@ -33,9 +33,9 @@ import pytest
 
 from opcc_edu import envs, plotting
 from opcc_edu.datasets.coverage import CoverageResult
-from opcc_edu.lab.experiments import RunValues
 from opcc_edu.plotting import MAX_PANELS, MIN_FONT_SIZE, PAGE_WIDTH, FigureProblem
 from opcc_edu.queries import QuerySet
+from opcc_edu.scoring import MemberValues
 
 
 @pytest.fixture(autouse=True)
@@ -109,9 +109,9 @@ def _comparison(environments: tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def _run_values(seed: int = 0) -> RunValues:
+def _run_values(seed: int = 0) -> MemberValues:
     rng = np.random.default_rng(seed)
-    return RunValues(rng.normal(size=(40, 7)), rng.normal(size=(40, 7)), rng.integers(0, 2, 40), np.full(40, 10))
+    return MemberValues(rng.normal(size=(40, 7)), rng.normal(size=(40, 7)), rng.integers(0, 2, 40), np.full(40, 10))
 
 
 PRED = np.array([1, 0, 1, 1, 0, 1, 0, 1])

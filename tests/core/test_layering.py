@@ -22,8 +22,10 @@ WINGS = ("opcc_edu.lab", "opcc_edu.classroom", "opcc_edu.build", "opcc_edu.cli")
 # 14,000 after the wings moved out; +100 for the original benchmark's recipes, which every user loads
 # (the -d4rl-goal maze variants, the original policies' float64 frame shift, query_policies); +500
 # for the figure standard every chapter's figures are checked against (plotting/check.py and
-# legend placement) and the clip box's modes with the health limits beside the termination rule.
-CORE_BUDGET = 14_600
+# legend placement) and the clip box's modes with the health limits beside the termination rule;
+# +100 for the values type that moved in from the lab (a run's member values, now scoring.MemberValues,
+# which Answers holds too; the lab lost as many lines) and the maze start frames seen from above.
+CORE_BUDGET = 14_700
 MODULE_LIMIT = 600
 
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from opcc_edu import metrics, plotting
-from opcc_edu.lab.experiments import RunValues
 from opcc_edu.plotting import MIN_FONT_SIZE, PAGE_WIDTH, figure_size, use_book_style
+from opcc_edu.scoring import MemberValues
 
 PRED = np.array([1, 0, 1, 1, 0, 1])
 TARGET = np.array([1, 1, 1, 0, 0, 1])
@@ -136,7 +136,7 @@ def test_state_visitation_subsamples_each_dataset_to_max_points():
 
 def test_plot_voting_prefix_counts_the_distinct_confidences():
     rng = np.random.default_rng(0)
-    values = RunValues(rng.normal(size=(40, 7)), rng.normal(size=(40, 7)), rng.integers(0, 2, 40), np.full(40, 10))
+    values = MemberValues(rng.normal(size=(40, 7)), rng.normal(size=(40, 7)), rng.integers(0, 2, 40), np.full(40, 10))
     ax = plotting.plot_voting_prefix(values, 3)
     distinct = int(ax.get_title().split()[0])
     assert 1 <= distinct <= 3 // 2 + 1 and "(at most 2)" in ax.get_title()

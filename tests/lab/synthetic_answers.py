@@ -34,7 +34,7 @@ class SyntheticAnswers:
         self.key = key
         self.child_seconds = child_seconds
 
-    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.RunValues:
+    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.MemberValues:
         if self.child_seconds:
             burn = f"import time\nt = time.process_time()\nwhile time.process_time() - t < {self.child_seconds}: pass"
             subprocess.run([sys.executable, "-c", burn], check=True)
@@ -45,4 +45,4 @@ class SyntheticAnswers:
         a, b = rng.normal(size=n), rng.normal(size=n)
         values_a = a[:, None] + 0.5 * rng.normal(size=(n, m))
         values_b = b[:, None] + 0.5 * rng.normal(size=(n, m))
-        return ex.RunValues(values_a, values_b, (a < b).astype(np.int8), horizon, info={"seconds": 0.0})
+        return ex.MemberValues(values_a, values_b, (a < b).astype(np.int8), horizon, info={"seconds": 0.0})

@@ -84,7 +84,7 @@ class KilledOnce:
     def __init__(self, marks: Path, victim: str) -> None:
         self.marks, self.victim = marks, victim
 
-    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.RunValues:
+    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.MemberValues:
         if run.run_id == self.victim:
             attempt = len(list(self.marks.glob("attempt*"))) + 1
             (self.marks / f"attempt{attempt}").write_text(str(os.getpid()))
@@ -118,7 +118,7 @@ class Flaky:
         self.transient, self.broken = transient, broken
         self.calls: list[str] = []
 
-    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.RunValues:
+    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.MemberValues:
         self.calls.append(run.run_id)
         if run.run_id == self.broken:
             raise ValueError(f"no data for {run.run_id}")

@@ -39,7 +39,7 @@ class FakeAnswers:
         self.calls: list[str] = []
         self.fail_on = fail_on
 
-    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.RunValues:
+    def __call__(self, run: ex.RunSpec, progress: bool = True) -> ex.MemberValues:
         if self.fail_on is not None and len(self.calls) == self.fail_on:
             raise RuntimeError("simulated crash")
         self.calls.append(run.run_id)
@@ -54,7 +54,7 @@ class FakeAnswers:
         noise_rng = np.random.default_rng(seed + 1 + int(10 * float(run.overrides.get("prior_scale", 0.0))))
         values_a = value_a[:, None] + member_scale * noise_rng.normal(size=(N_QUERIES, self.members))
         values_b = value_b[:, None] + member_scale * noise_rng.normal(size=(N_QUERIES, self.members))
-        return ex.RunValues(values_a, values_b, target, horizon, info={"seconds": 0.0})
+        return ex.MemberValues(values_a, values_b, target, horizon, info={"seconds": 0.0})
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,15 +162,15 @@ def test_score_run_matches_direct_evaluation_for_every_subset():
 
 def test_run_values_average_monte_carlo_runs_and_validate_shapes():
     a = np.arange(24, dtype=float).reshape(2, 3, 4)
-    values = ex.RunValues(a, a + 1, [0, 1], [10, 20])
+    values = ex.MemberValues(a, a + 1, [0, 1], [10, 20])
     assert values.values_a.shape == (2, 3) and values.ensemble_size == 3
     np.testing.assert_allclose(values.values_a, a.mean(axis=2))
     with pytest.raises(ValueError, match="values_a and values_b"):
-        ex.RunValues(np.zeros((2, 3)), np.zeros((2, 4)), [0, 1], [10, 20])
+        ex.MemberValues(np.zeros((2, 3)), np.zeros((2, 4)), [0, 1], [10, 20])
     with pytest.raises(ValueError, match="target"):
-        ex.RunValues(np.zeros((2, 3)), np.zeros((2, 3)), [0, 1, 1], [10, 20])
+        ex.MemberValues(np.zeros((2, 3)), np.zeros((2, 3)), [0, 1, 1], [10, 20])
     with pytest.raises(ValueError, match="finite"):
-        ex.RunValues(np.full((2, 3), np.nan), np.zeros((2, 3)), [0, 1], [10, 20])
+        ex.MemberValues(np.full((2, 3), np.nan), np.zeros((2, 3)), [0, 1], [10, 20])
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,7 +709,7 @@ def test_rescore_on_shared_queries_scores_each_run_on_the_queries_every_director
         def answer(run, progress=True):
             rows = profile_query_indices(full, n)
             shift = 5.0 * run.seed  # seeds differ, the same seed in both grids agrees
-            return ex.RunValues(
+            return ex.MemberValues(
                 value_a[rows] + noise[rows, 0] + shift,
                 value_b[rows] + noise[rows, 1],
                 np.asarray(full.target)[rows],

@@ -61,7 +61,7 @@ class Counting:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def __call__(self, spec: ex.RunSpec, progress: bool = True) -> ex.RunValues:
+    def __call__(self, spec: ex.RunSpec, progress: bool = True) -> ex.MemberValues:
         self.calls.append(spec.run_id)
         return ANSWER(spec, progress)
 

@@ -246,6 +246,45 @@ def test_a_heuristic_directory_is_upgraded_from_its_kept_scores(tmp_path):
     assert snapshot(directory) == original
 
 
+def test_a_heuristic_run_keeps_its_answers_not_fake_member_values(tmp_path):
+    from opcc_edu.io import load_npz, save_npz
+    from opcc_edu.scoring import Scores
+
+    answer = ex.heuristic_answer_function("tiny", queries="hard")
+    scores = answer(ex.RunSpec("maze2d-umaze", "1m", 0, {}), False)
+    assert isinstance(scores, Scores) and list(scores.predictions) == ["heuristic"]
+    assert scores.info["baseline"] == "heuristic" and scores.ensemble_size == 1 and len(scores) == len(scores.target)
+    directory = tmp_path / "tiny-heuristic"
+    grid = ex.GridSpec(("maze2d-umaze",), {"maze2d-umaze": ("1m",)}, (0,))
+    ex.run_grid(grid, directory, profile="tiny", progress=False, queries="hard", baseline="heuristic")
+    (path,) = (directory / "values").glob("*.npz")
+    arrays, _ = load_npz(path)
+    assert sorted(arrays) == ["confidence_heuristic", "horizon", "prediction_heuristic", "target"]
+    np.testing.assert_array_equal(arrays["prediction_heuristic"], scores.predictions["heuristic"])
+    with pytest.raises(ValueError, match="no member values"):
+        ex.load_run_values(directory, path.stem)
+    # a file of the old kind (the rule's scores as (N, 1) "member values") is read by the one upgrade
+    # function, kept_answers, into the same answers, and rescores to the recorded cells
+    from opcc_edu.baselines.estimate import select_profile_queries
+    from opcc_edu.baselines.heuristic import heuristic_answers
+    from opcc_edu.config import get_profile
+    from opcc_edu.queries import load_queries
+
+    queries = select_profile_queries(load_queries("maze2d-umaze", "hard"), n=get_profile("tiny").queries_per_env)
+    rule = heuristic_answers(queries)
+    old = {"values_a": rule.score_a[:, None], "values_b": rule.score_b[:, None]}
+    old.update(target=arrays["target"], horizon=arrays["horizon"])
+    ((prediction, confidence),) = ex.records.kept_answers(old, ["heuristic"]).values()
+    np.testing.assert_array_equal(prediction, arrays["prediction_heuristic"])
+    np.testing.assert_array_equal(confidence, arrays["confidence_heuristic"])
+    save_npz(path, old, {})
+    (record,) = ex.ResultsStore(directory).records()
+    rows, reason = ex.records.recompute_tie_fair(record, path)
+    assert reason == "" and [tuple(row) for row in rows] == list(record.rows)
+    # member values are not answers: an ensemble's file gives none
+    assert ex.records.kept_answers({"values_a": np.zeros((3, 4)), "values_b": np.zeros((3, 4))}, ["ev"]) is None
+
+
 def test_old_records_are_read_not_quarantined_and_unknown_formats_still_are():
     data = next((COMMITTED / "tiny" / "records").glob("*.json")).read_bytes()
     name = next((COMMITTED / "tiny" / "records").glob("*.json")).name

@@ -222,3 +222,25 @@ def test_judging_a_finding_without_its_runs_says_so():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         findings.judge_finding("prior-scale", rule.attach_runs(table, runs))
+
+
+def test_joined_tables_keep_their_runs_where_pd_concat_drops_them():
+    hopper = _runs("hopper", "aurcc", {"0": [0.10, 0.20, 0.30], "5": [0.081, 0.179, 0.281]})
+    walker = _runs("walker2d", "aurcc", {"0": [0.10, 0.20, 0.30], "5": [0.081, 0.179, 0.281]})
+    pieces = [rule.attach_runs(_table(r, "aurcc"), r) for r in (hopper, walker)]
+    dropped = pd.concat(pieces, ignore_index=True)
+    assert rule.runs_of(dropped) is None  # pandas keeps attrs only when every piece's are the same
+    joined = findings.concat_tables(pieces)
+    assert len(joined) == len(dropped) and rule.runs_of(joined) is not None
+    marks = findings.level_differences(joined, "prior-scale").set_index("environment")
+    assert marks["paired"].all() and marks["separated"].all()  # the shared seed effect cancels
+    assert not findings.level_differences(dropped, "prior-scale")["separated"].any()
+    # a piece of one table twice: its runs are not counted twice
+    twice = findings.concat_tables([pieces[0][lambda f: f["level"] == "0"], pieces[0][lambda f: f["level"] == "5"]])
+    assert len(rule.runs_of(twice)) == len(hopper)
+    # tables without runs join without them; a mix is refused, as is nothing to join
+    assert rule.runs_of(findings.concat_tables([_table(hopper, "aurcc"), _table(walker, "aurcc")])) is None
+    with pytest.raises(ValueError, match="carry no runs"):
+        findings.concat_tables([pieces[0], _table(walker, "aurcc")])
+    with pytest.raises(ValueError, match="at least one"):
+        findings.concat_tables([])

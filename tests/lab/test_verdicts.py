@@ -161,6 +161,25 @@ def test_ensemble_size_verdict_each_kind():
     }
 
 
+def test_ensemble_size_verdict_states_the_size_of_a_reproduced_growth():
+    rows = []
+    for env in ("hopper", "walker2d"):
+        for level, cr_k in (("10", 0.30), ("100", 0.50)):
+            rows += [(env, level, "aurcc", 0.140, 0.002), (env, level, "cr_k", cr_k, 0.02)]
+    table = _table(rows)
+    # CR_K grows by 0.20: ten times the paper's 0.02 in hopper, twice its 0.10 in walker2d
+    verdict = findings.ensemble_size_verdict(table, paper={"hopper": 0.02, "walker2d": 0.10})
+    assert verdict.outcomes == {"hopper": "reproduced", "walker2d": "reproduced"}
+    assert verdict.sizes == {"hopper": "CR_K 10×"}
+    assert "another size: hopper CR_K 10×" in verdict.summary()
+    # a paper growth of the other sign or none at all states no size
+    assert findings.ensemble_size_verdict(table, paper={"hopper": -0.02}).sizes == {}
+    assert findings.ensemble_size_verdict(table).sizes == {}
+    # a growth not reproduced states no size, however large its ratio
+    flat = _table([r if r[2] != "cr_k" else (*r[:3], 0.30, 0.02) for r in rows])
+    assert findings.ensemble_size_verdict(flat, paper={"hopper": 0.001}).sizes == {}
+
+
 @pytest.mark.parametrize(
     ("rows", "outcome"),
     [

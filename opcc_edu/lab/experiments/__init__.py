@@ -15,8 +15,9 @@ AUGRC, AUROC; :mod:`opcc_edu.metrics`). One concept per module:
 * :mod:`~opcc_edu.lab.experiments.grid` -- :func:`plan_ablation` expands an ablation into a
   :class:`GridSpec` (environments x datasets x seeds x configurations) of :class:`RunSpec` s.
 * :mod:`~opcc_edu.lab.experiments.answers` -- answer functions return a run's (N, M) member values
-  (:class:`RunValues`); :func:`score_run` scores them for every confidence function, every
-  horizon (and all horizons together) and every ensemble-count prefix.
+  (:class:`~opcc_edu.scoring.MemberValues`; the no-model heuristic its :class:`~opcc_edu.scoring.Scores`);
+  :func:`score_run` scores them for every confidence function, every horizon (and all horizons
+  together) and every ensemble-count prefix.
 * :mod:`~opcc_edu.lab.experiments.records` and :mod:`~opcc_edu.lab.experiments.store` -- one record
   file per finished run, written atomically; ``results.csv`` and ``runs.csv`` are exported
   from the records; concurrent processes claim runs; nothing is deleted silently. Runs
@@ -48,6 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...names import ALL_HORIZONS, CONFIDENCES, HORIZONS, METRICS, TABLE_METRICS, TIE_FAIR_METRICS
+from ...scoring import MemberValues
 from .analysis import (
     ablation_rows,
     aggregate,
@@ -60,7 +62,6 @@ from .analysis import (
 )
 from .answers import (
     AnswerFunction,
-    RunValues,
     baseline_answer_function,
     fqe_answer_function,
     heuristic_answer_function,
@@ -131,7 +132,7 @@ __all__ = [
     "get_ablation",
     "RunSpec",
     "GridSpec",
-    "RunValues",
+    "MemberValues",
     "AnswerFunction",
     "configuration_label",
     "parse_configuration",

@@ -24,8 +24,8 @@ import numpy as np
 from ...confidence import compute_confidence
 from ...metrics import mean_confidence_interval, risk_coverage_curve
 from ...names import ALL_HORIZONS, METRICS, QUERY_RECIPES, TABLE_METRICS
+from ...scoring import MemberValues
 from ...utils import check_choice
-from .answers import RunValues
 from .grid import GridSpec, RunSpec, default_datasets
 from .reading import find_results_root, has_results, load_results, load_run_values, results_recipe, run_query_indices
 from .records import ROW_KEY
@@ -170,8 +170,8 @@ def rescore_on_shared_queries(
         for path in paths:
             values = load_run_values(path, slug)
             keep = np.searchsorted(indices[path], shared)
-            subset = RunValues(
-                values.values_a[keep], values.values_b[keep], values.target[keep], values.horizon[keep], info={}
+            subset = MemberValues(
+                values.values_a[keep], values.values_b[keep], values.target[keep], values.horizon[keep]
             )
             counts = (
                 [count for count, _ in ensemble_count_levels(values.ensemble_size)]
@@ -428,7 +428,7 @@ def level_risk_coverage(
     results = load_results(directory) if results is None else results
     coverage = np.linspace(0.0, 1.0, int(grid_points))
     out: dict[str, dict[str, np.ndarray]] = {}
-    cache: dict[str, RunValues] = {}
+    cache: dict[str, MemberValues] = {}
     for lv, entries in _runs_of(results, ablation, environment).items():
         curves = []
         for slug, horizon, members in entries:

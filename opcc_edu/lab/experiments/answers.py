@@ -1,16 +1,18 @@
-"""Answer functions: what one run's ensemble says about a query set, and its scores.
+"""Answer functions: what one run's baseline says about a query set, and its scores.
 
 An :data:`AnswerFunction` is the expensive part of a run: ``answer(run, progress)`` returns the
-run's (N, M) member values as :class:`RunValues`. :func:`baseline_answer_function` trains or
-loads the baseline's ensemble; :func:`synthetic_answer_function` is an instant stand-in for
-exercising the runner. :func:`score_run` turns member values into the rows of the results
-table through :func:`opcc_edu.scoring.score_values`, the one scoring function.
+run's (N, M) member values as :class:`~opcc_edu.scoring.MemberValues` (the dynamics ensemble, FQE)
+or, for a baseline without members (the no-model heuristic), its scored answers as
+:class:`~opcc_edu.scoring.Scores`. :func:`baseline_answer_function` trains or loads the baseline's
+ensemble; :func:`synthetic_answer_function` is an instant stand-in for exercising the runner.
+:func:`score_run` turns either into the rows of the results table through
+:mod:`opcc_edu.scoring`, the one place answers are scored.
 
-Why :class:`RunValues` and not :class:`opcc_edu.baselines.Answers`: a run's result crosses a
-process boundary (a worker, a Ray task) and is stored in a results directory, so it holds plain
-arrays and JSON-ready info only; ``Answers`` holds the query set, the model's configuration and
-the scores, for use in one process. The ensemble answer function asks for values only, and the
-run is scored once, here.
+Member values cross a process boundary (a worker, a Ray task) and are stored in a results
+directory, so a run returns the plain arrays of ``MemberValues``, not a
+:class:`opcc_edu.baselines.Answers` (which holds the query set and the model's configuration, for
+use in one process). The ensemble answer function asks for values only, and the run is scored
+once, here.
 """
 
 from __future__ import annotations
@@ -28,8 +30,7 @@ from ...baselines.estimate import select_profile_queries
 from ...confidence import synthetic_ensemble
 from ...config import Profile, get_profile
 from ...names import CONFIDENCES, DEFAULT_QUERY_RECIPE, METRICS, TIE_FAIR_METRICS
-from ...scoring import score_answers
-from ...scoring import score_values as score_member_values
+from ...scoring import MemberValues, Scores, score_answers
 from .grid import RunSpec
 from .registry import BASELINE_DEFAULTS, ensemble_count_levels
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from ...baselines.answers import Answers
 
 __all__ = [
-    "RunValues",
     "AnswerFunction",
     "SCORE_KEYS",
     "score_run",
@@ -61,79 +61,25 @@ SCORE_KEYS: tuple[str, ...] = (
 )
 
 
-@dataclasses.dataclass
-class RunValues:
-    """What one run's ensemble says about a query set (N queries, M members, R runs)."""
-
-    values_a: np.ndarray
-    """(N, M) or (N, M, R) member estimates of side a's value."""
-    values_b: np.ndarray
-    """(N, M) or (N, M, R) member estimates of side b's value."""
-    target: np.ndarray
-    """(N,) true answers, 1 iff V_a < V_b."""
-    horizon: np.ndarray
-    """(N,) query horizons."""
-    info: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Anything worth keeping about the run (timings, cache hits, training loss)."""
-    answers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
-    """A baseline that answers without members (the no-model heuristic): confidence name ->
-    ``((N,) predictions, (N,) confidences)``, scored as they are; ``values_a``/``values_b``
-    then hold its (N, 1) scores of each side."""
-
-    def __post_init__(self) -> None:
-        a = np.asarray(self.values_a, dtype=np.float64)
-        b = np.asarray(self.values_b, dtype=np.float64)
-        if a.ndim == 3:
-            a = a.mean(axis=2)  # a member's estimate is its Monte-Carlo mean over R runs
-        if b.ndim == 3:
-            b = b.mean(axis=2)
-        if a.ndim != 2 or a.shape != b.shape:
-            raise ValueError(
-                "values_a and values_b must both have shape (N, M) or (N, M, R), "
-                f"got {np.shape(self.values_a)} and {np.shape(self.values_b)}"
-            )
-        n = a.shape[0]
-        target = np.asarray(self.target).astype(np.int8).reshape(-1)
-        horizon = np.asarray(self.horizon).astype(np.int64).reshape(-1)
-        if target.shape != (n,) or horizon.shape != (n,):
-            raise ValueError(f"target and horizon must have shape ({n},), got {target.shape} and {horizon.shape}")
-        if not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
-            raise ValueError("values_a and values_b must be finite (a model rollout diverged?)")
-        self.values_a, self.values_b, self.target, self.horizon = a, b, target, horizon
-        if self.answers is not None:
-            for name, (prediction, confidence) in self.answers.items():
-                if np.shape(prediction) != (n,) or np.shape(confidence) != (n,):
-                    raise ValueError(
-                        f"answers[{name!r}] must hold two arrays of shape ({n},), got "
-                        f"{np.shape(prediction)} and {np.shape(confidence)}"
-                    )
-
-    @property
-    def ensemble_size(self) -> int:
-        """Members M."""
-        return int(self.values_a.shape[1])
-
-    def __len__(self) -> int:
-        return int(self.values_a.shape[0])
-
-
-#: ``answer(run, progress) -> RunValues``: the expensive part of a run.
-AnswerFunction = Callable[[RunSpec, bool], RunValues]
+#: ``answer(run, progress) -> MemberValues | Scores``: the expensive part of a run.
+AnswerFunction = Callable[[RunSpec, bool], "MemberValues | Scores"]
 
 
 def score_run(
-    values: RunValues,
+    values: MemberValues | Scores,
     confidences: Sequence[str] = CONFIDENCES,
     ensemble_counts: Sequence[int] | None = None,
     k: int = 10,
 ) -> list[dict[str, Any]]:
     """Score one run into the rows of the results table.
 
-    Every confidence function x (all queries and each horizon) x ensemble prefix, scored by
-    :func:`opcc_edu.scoring.score_values`; each row keeps the keys of :data:`SCORE_KEYS`.
+    Member values: every confidence function x (all queries and each horizon) x ensemble prefix,
+    scored by :func:`opcc_edu.scoring.score_values`; a baseline's :class:`~opcc_edu.scoring.Scores`
+    (the no-model heuristic's) as they are. Each row keeps the keys of :data:`SCORE_KEYS`.
 
     Args:
-        values: the run's :class:`RunValues`.
+        values: the run's member values, or its scores (then ``confidences``,
+            ``ensemble_counts`` and ``k`` were fixed when they were scored).
         confidences: keys of :data:`opcc_edu.confidence.CONFIDENCE_FUNCTIONS`.
         ensemble_counts: prefix sizes m < M; the counts of
             :func:`~opcc_edu.lab.experiments.registry.ensemble_count_levels` of M when ``None``.
@@ -144,14 +90,12 @@ def score_run(
         metrics of :data:`opcc_edu.names.METRICS` and :data:`opcc_edu.names.TIE_FAIR_METRICS`,
         and ``n``.
     """
-    if values.answers is not None:
-        scores = score_answers(values.answers, values.target, values.horizon, k=k)
-        return [{key: row[key] for key in SCORE_KEYS} for row in scores.rows]
-    if ensemble_counts is None:
-        ensemble_counts = [count for count, _ in ensemble_count_levels(values.ensemble_size)]
-    scores = score_member_values(
-        values.values_a, values.values_b, values.target, values.horizon, confidences, tuple(ensemble_counts), k=k
-    )
+    if isinstance(values, Scores):
+        scores = values
+    else:
+        if ensemble_counts is None:
+            ensemble_counts = [count for count, _ in ensemble_count_levels(values.ensemble_size)]
+        scores = values.score(confidences, tuple(ensemble_counts), k=k)
     return [{key: row[key] for key in SCORE_KEYS} for row in scores.rows]
 
 
@@ -170,7 +114,7 @@ def heuristic_answer_function(profile: Profile | str | None = None, queries: str
     """
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
-    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+    def answer(run: RunSpec, progress: bool = True) -> MemberValues:
         from ...baselines.heuristic import heuristic_answers
         from ...queries import load_queries
 
@@ -179,16 +123,10 @@ def heuristic_answer_function(profile: Profile | str | None = None, queries: str
             load_queries(run.environment, recipe), n=get_profile(profile).queries_per_env
         )
         rule = heuristic_answers(query_set)
-        info = {"seconds": time.perf_counter() - start, "baseline": "heuristic", "rule": rule.rule}
-        info.update(_query_provenance(run.environment, recipe))
-        return RunValues(
-            rule.score_a[:, None],
-            rule.score_b[:, None],
-            query_set.target,
-            query_set.horizon,
-            info=info,
-            answers={"heuristic": (rule.prediction, rule.confidence)},
-        )
+        scores = score_answers({"heuristic": (rule.prediction, rule.confidence)}, query_set.target, query_set.horizon)
+        scores.info = {"seconds": time.perf_counter() - start, "baseline": "heuristic", "rule": rule.rule}
+        scores.info.update(_query_provenance(run.environment, recipe))
+        return scores
 
     return answer
 
@@ -221,13 +159,13 @@ def synthetic_answer_function(
         raise ValueError("horizons must hold at least one horizon")
     per_h = max(1, int(n_queries) // len(horizons))
 
-    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+    def answer(run: RunSpec, progress: bool = True) -> MemberValues:
         base = zlib.crc32(f"{run.environment}/{run.dataset}/{run.seed}".encode())
         parts = [
             synthetic_ensemble(per_h, ensemble_size, seed=base + h, difficulty_range=(0.2 * h, 4.0 * h))
             for h in horizons
         ]
-        return RunValues(
+        return MemberValues(
             np.concatenate([p.values_a for p in parts]),
             np.concatenate([p.values_b for p in parts]),
             np.concatenate([p.target for p in parts]),
@@ -271,7 +209,7 @@ def baseline_answer_function(
 
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
-    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+    def answer(run: RunSpec, progress: bool = True) -> MemberValues:
         baselines = _baselines_module()
         active = get_profile(profile)
         config = run_ensemble_config(run, active)
@@ -316,7 +254,7 @@ def fqe_answer_function(
     """
     recipe = DEFAULT_QUERY_RECIPE if queries is None else queries
 
-    def answer(run: RunSpec, progress: bool = True) -> RunValues:
+    def answer(run: RunSpec, progress: bool = True) -> MemberValues:
         active = get_profile(profile)
         fields = {f.name for f in dataclasses.fields(fqe_baseline.FQEConfig)} - {"seed"}
         overrides = dict(run.overrides)
@@ -423,8 +361,8 @@ def run_ensemble_config(run: RunSpec, profile: Profile | str | None = None) -> A
     return dataclasses.replace(base, **settings)
 
 
-def _values_from_answers(answers: Answers) -> RunValues:
+def _values_from_answers(answers: Answers) -> MemberValues:
     """The member values of a baseline's :class:`~opcc_edu.baselines.Answers`, with its timings."""
     info = {"train_seconds": answers.train_seconds, "answer_seconds": answers.answer_seconds}
     info["cache_hit"] = answers.cache_hit
-    return RunValues(answers.values_a, answers.values_b, answers.target, answers.horizon, info=info)
+    return dataclasses.replace(answers.values, info=info)

@@ -18,7 +18,7 @@ import numpy as np
 from ...baselines.estimate import profile_query_indices
 from ...io import load_npz
 from ...names import METRICS, TIE_FAIR_METRICS
-from .answers import RunValues
+from ...scoring import MemberValues
 from .grid import RunSpec
 from .records import RESULT_COLUMNS, RUN_COLUMNS
 from .store import ResultsStore
@@ -186,13 +186,19 @@ def load_results(directory: str | os.PathLike) -> pd.DataFrame:
     return frame
 
 
-def load_run_values(directory: str | os.PathLike, run: RunSpec | str) -> RunValues:
-    """The saved (N, M) member values of one run (by :class:`RunSpec` or file slug)."""
+def load_run_values(directory: str | os.PathLike, run: RunSpec | str) -> MemberValues:
+    """The saved (N, M) member values of one run (by :class:`RunSpec` or file slug).
+
+    Raises:
+        ValueError: the run's baseline has no members (the no-model heuristic keeps its answers,
+            not member values).
+    """
     slug = run.slug if isinstance(run, RunSpec) else str(run)
     arrays, metadata = load_npz(Path(directory) / "values" / f"{slug}.npz")
-    return RunValues(
-        arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"], info=dict(metadata.get("info", {}))
-    )
+    info = dict(metadata.get("info", {}))
+    if "values_a" not in arrays or info.get("baseline") == "heuristic":
+        raise ValueError(f"run {slug!r} has no member values: its baseline ({info.get('baseline')}) has no members")
+    return MemberValues(arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"], info=info)
 
 
 def load_run_queries(directory: str | os.PathLike, run: RunSpec | str) -> QuerySet:

@@ -34,7 +34,8 @@ import numpy as np
 from ...confidence import CONFIDENCE_FUNCTIONS
 from ...io import CorruptFileError, atomic_write_bytes, load_npz
 from ...names import METRICS, TIE_FAIR_METRICS
-from .answers import RunValues, score_run
+from ...scoring import MemberValues, score_answers
+from .answers import score_run
 from .grid import run_slug
 
 __all__ = [
@@ -313,15 +314,36 @@ def new_record(run: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Run
     )
 
 
+def kept_answers(
+    arrays: Mapping[str, np.ndarray], names: Sequence[str]
+) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """The answers a run of a baseline without members kept, ``name -> (prediction, confidence)``;
+    ``None`` for a run that kept member values.
+
+    The one reader of old files too: a run of the no-model heuristic once kept its rule's score
+    of each side as (N, 1) "member values"; its answers are rebuilt from them exactly as the rule
+    gives them (prediction ``score_a < score_b``, confidence ``|score_a - score_b|``).
+
+    Args:
+        arrays: the arrays of ``values/<run>.npz``.
+        names: the run's confidence names (its rows').
+    """
+    if all(f"prediction_{name}" in arrays for name in names):
+        return {name: (arrays[f"prediction_{name}"], arrays[f"confidence_{name}"]) for name in names}
+    if list(names) == ["heuristic"] and np.shape(arrays.get("values_a", ()))[1:] == (1,):
+        score_a, score_b = arrays["values_a"][:, 0], arrays["values_b"][:, 0]
+        return {"heuristic": ((score_a < score_b).astype(np.int8), np.abs(score_a - score_b))}
+    return None
+
+
 def recompute_tie_fair(record: RunRecord, values_path: str | os.PathLike) -> tuple[list[list[str]] | None, str]:
-    """A run's rows with their tie-fair cells computed from its kept member values.
+    """A run's rows with their tie-fair cells computed from its kept member values (or answers).
 
     The values are rescored exactly as the runner scored them
-    (:func:`opcc_edu.lab.experiments.answers.score_run`; for the no-model heuristic, its
-    answers rebuilt from the kept scores: prediction ``score_a < score_b``, confidence
-    ``|score_a - score_b|``). Every recorded paper metric and ``n`` must come out cell for cell
-    as recorded, or nothing is filled: values that do not reproduce a run's table would give it
-    tie-fair numbers of other answers.
+    (:func:`opcc_edu.lab.experiments.answers.score_run`); a baseline without members (the no-model
+    heuristic) keeps its answers, read back by :func:`kept_answers`. Every recorded paper metric and
+    ``n`` must come out cell for cell as recorded, or nothing is filled: values that do not
+    reproduce a run's table would give it tie-fair numbers of other answers.
 
     Args:
         record: the run (its rows in :data:`RESULT_COLUMNS`, tie-fair cells empty or not).
@@ -334,21 +356,20 @@ def recompute_tie_fair(record: RunRecord, values_path: str | os.PathLike) -> tup
     path = Path(values_path)
     if not path.exists():
         return None, f"its member values were not kept ({path.name} is missing)"
-    try:
-        arrays, _ = load_npz(path)
-        values = RunValues(arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"])
-    except (CorruptFileError, OSError, KeyError, ValueError) as exc:
-        return None, f"its member values cannot be read ({exc.__class__.__name__}: {exc})"
     rows = [dict(zip(RESULT_COLUMNS, row, strict=True)) for row in record.rows]
     names = list(dict.fromkeys(row["confidence"] for row in rows))
     counts = sorted({int(row["ensemble_count"]) for row in rows})
-    if set(names) <= set(CONFIDENCE_FUNCTIONS):
+    try:
+        arrays, _ = load_npz(path)
+        answers = kept_answers(arrays, names)
+        if answers is None and set(names) <= set(CONFIDENCE_FUNCTIONS):
+            values = MemberValues(arrays["values_a"], arrays["values_b"], arrays["target"], arrays["horizon"])
+    except (CorruptFileError, OSError, KeyError, ValueError) as exc:
+        return None, f"its member values cannot be read ({exc.__class__.__name__}: {exc})"
+    if answers is not None:
+        scored = score_run(score_answers(answers, arrays["target"], arrays["horizon"]))
+    elif set(names) <= set(CONFIDENCE_FUNCTIONS):
         scored = score_run(values, confidences=names, ensemble_counts=counts)
-    elif names == ["heuristic"] and values.ensemble_size == 1:
-        score_a, score_b = values.values_a[:, 0], values.values_b[:, 0]
-        answers = {"heuristic": ((score_a < score_b).astype(np.int8), np.abs(score_a - score_b))}
-        rule = RunValues(values.values_a, values.values_b, values.target, values.horizon, answers=answers)
-        scored = score_run(rule)
     else:
         return None, f"its confidence names {names} cannot be rescored from member values"
     lookup = {(str(row["horizon"]), str(row["confidence"]), str(row["ensemble_count"])): row for row in scored}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...config import PROFILES, Profile, use_profile
+from ...scoring import MemberValues, Scores
 from .answers import AnswerFunction, score_run
 from .grid import RunSpec
 from .registry import format_value
@@ -32,6 +33,7 @@ __all__ = [
     "RunFailureWarning",
     "RunsFailedError",
     "compute_run",
+    "run_arrays",
     "describe_error",
     "compute_payload",
     "pack_task",
@@ -72,7 +74,7 @@ class RunOutcome:
     summary: dict[str, Any]
     """The run's row of ``runs.csv``."""
     arrays: dict[str, np.ndarray] | None
-    """``values_a``, ``values_b`` (float32), ``target``, ``horizon``; None without save_values."""
+    """What ``values/<run>.npz`` keeps (:func:`run_arrays`); None without save_values."""
     metadata: dict[str, Any]
     """Metadata of ``values/<run>.npz``."""
 
@@ -162,12 +164,7 @@ def compute_run(task: RunTask) -> RunOutcome:
     rows = [{**base, **row} for row in score_run(values)]
     arrays = None
     if task.save_values:
-        arrays = {
-            "values_a": values.values_a.astype(np.float32),
-            "values_b": values.values_b.astype(np.float32),
-            "target": values.target,
-            "horizon": values.horizon,
-        }
+        arrays = run_arrays(values)
     metadata = {
         **base,
         "overrides": {k: format_value(v) for k, v in run.overrides.items()},
@@ -181,6 +178,21 @@ def compute_run(task: RunTask) -> RunOutcome:
         "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     return RunOutcome(rows, summary, arrays, metadata)
+
+
+def run_arrays(values: MemberValues | Scores) -> dict[str, np.ndarray]:
+    """What a run keeps in ``values/<run>.npz``: its member values (float32) or, for a baseline
+    without members, its answers (``prediction_<name>``, ``confidence_<name>``); then ``target``
+    and ``horizon``. :func:`~opcc_edu.lab.experiments.reading.load_run_values` reads the
+    member values back."""
+    if isinstance(values, Scores):
+        arrays = {}
+        for name in values.predictions:
+            arrays[f"prediction_{name}"] = np.asarray(values.predictions[name])
+            arrays[f"confidence_{name}"] = np.asarray(values.confidences[name], dtype=np.float64)
+    else:
+        arrays = {"values_a": values.values_a.astype(np.float32), "values_b": values.values_b.astype(np.float32)}
+    return {**arrays, "target": values.target, "horizon": values.horizon}
 
 
 def describe_error(exc: BaseException) -> str:

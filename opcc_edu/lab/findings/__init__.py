@@ -72,6 +72,7 @@ from .results import (
 from .rule import (
     SIZE_FACTOR,
     DifferenceInterval,
+    concat_tables,
     difference_interval,
     half_width_floor,
     level_differences,
@@ -128,6 +129,7 @@ __all__ = [
     "SIZE_FACTOR",
     "twin_runs",
     "with_runs",
+    "concat_tables",
     "comparability_notes",
     "EQUIVALENCE_MARGINS",
     "Expectation",

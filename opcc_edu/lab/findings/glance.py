@@ -144,6 +144,16 @@ def _horizon(table: pd.DataFrame) -> Verdict:
     return trend_verdict(table, level_prefix="h=", paper={env: d for env, d in paper.items() if d == d})
 
 
+def _ensemble_count(table: pd.DataFrame) -> Verdict:
+    """From the smallest to the full ensemble, with the paper's CR_K growth over the same levels
+    (Table 5: prefixes of 10 and 100 members) for the size."""
+    paper = {}
+    for env, cells in table[table["metric"] == "cr_k"].groupby("environment", sort=False):
+        levels = cells["level"].astype(str)
+        paper[env] = paper_difference("ensemble-count", env, "cr_k", min(levels, key=int), max(levels, key=int))
+    return ensemble_size_verdict(table, paper={env: d for env, d in paper.items() if d == d})
+
+
 def _confidence(table: pd.DataFrame) -> Verdict:
     """PCI against EV: AURCC and CR_K judged against the paper's cell of each environment."""
     pci = table[table["level"].isin(["ev", "pci"])]
@@ -182,7 +192,7 @@ FINDINGS: tuple[Finding, ...] = (
     Finding(
         "ensemble-count",
         "From the smallest to the full ensemble AURCC barely changes, CR_K grows",
-        ensemble_size_verdict,
+        _ensemble_count,
     ),
     Finding(
         "prior-scale",

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from ...scoring import MemberValues
+
 
 @dataclass(frozen=True)
 class AblationResults:
@@ -168,7 +170,7 @@ def run_values(
         ``[(run, values)]`` or, with ``queries``, ``[(run, values, queries)]``, in the order of
         the results' rows: ``run`` one row of the ablation's rows (a named tuple with
         ``environment``, ``dataset``, ``seed``, ``configuration``, ``level``, ...), ``values`` a
-        :class:`~opcc_edu.lab.experiments.RunValues` (``values_a``, ``values_b``: (N, M) member values
+        :class:`~opcc_edu.scoring.MemberValues` (``values_a``, ``values_b``: (N, M) member values
         of N queries and M members; ``target``, ``horizon``: (N,)), ``queries`` a ``QuerySet`` of N.
 
     Raises:
@@ -355,7 +357,7 @@ def comparison_explorer(sources: Mapping[str, AblationResults]) -> Widget:
     )
 
 
-def voting_prefix_explorer(values: ex.RunValues) -> Widget:
+def voting_prefix_explorer(values: MemberValues) -> Widget:
     """Show :func:`opcc_edu.plotting.plot_voting_prefix` for the whole ensemble; return a slider over
     members (:func:`opcc_edu.display.explore`: the static page keeps the first figure)."""
     import ipywidgets as widgets

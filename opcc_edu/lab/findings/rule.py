@@ -83,6 +83,7 @@ __all__ = [
     "SMALLEST_MARGIN",
     "DifferenceInterval",
     "attach_runs",
+    "concat_tables",
     "difference_half_width",
     "difference_interval",
     "equivalence_margin",
@@ -210,6 +211,32 @@ def attach_runs(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     out.attrs[_RUNS] = _Runs(runs)
     return out
+
+
+def concat_tables(tables: list[pd.DataFrame] | tuple[pd.DataFrame, ...]) -> pd.DataFrame:
+    """The rows of several tables in one, carrying the runs of all of them (:func:`runs_of`).
+
+    ``pd.concat`` keeps a table's runs only when every piece carries the very same runs (pandas
+    keeps ``attrs`` that compare equal), so joining the aggregates of two grids or two ablations
+    would leave a table whose verdicts are no longer paired. This joins the runs too.
+
+    Raises:
+        ValueError: some but not all of the tables carry runs (the joined table would pair some
+            environments and not others); ``tables`` is empty.
+    """
+    tables = list(tables)
+    if not tables:
+        raise ValueError("tables must hold at least one table")
+    held = [runs_of(table) for table in tables]
+    joined = pd.concat(tables, ignore_index=True)
+    joined.attrs.pop(_RUNS, None)
+    if all(runs is None for runs in held):
+        return joined
+    if any(runs is None for runs in held):
+        missing = [i for i, runs in enumerate(held) if runs is None]
+        raise ValueError(f"tables {missing} carry no runs while the others do; attach them first (with_runs)")
+    runs = pd.concat(list({id(r): r for r in held}.values()), ignore_index=True).drop_duplicates(ignore_index=True)
+    return attach_runs(joined, runs)
 
 
 def runs_of(table: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame | None:

@@ -228,17 +228,14 @@ def _metric_label(metric: str) -> str:
 def _status(interval: DifferenceInterval | None) -> str:
     """How a verdict line names a difference's interval: ``"separated"`` (it excludes zero) or
     ``"not separated"``, with ``", paired"`` where twins gave it."""
-    if interval is None:
-        return "not separated"
-    word = "separated" if interval.separated else "not separated"
-    return word + (", paired" if interval.paired else "")
+    word = "separated" if interval is not None and interval.separated else "not separated"
+    return word + (", paired" if interval is not None and interval.paired else "")
 
 
 def _size(interval: DifferenceInterval | None, claim: str | None, paper: float | None) -> str | None:
     """:func:`~opcc_edu.lab.findings.rule.size_ratio` of a reproduced claimed difference, else ``None``."""
-    if interval is None or claim not in ("lower", "higher") or paper is None or interval.judge(claim) != "reproduced":
-        return None
-    return size_ratio(interval.difference, paper)
+    judged = interval is not None and claim in ("lower", "higher") and paper is not None
+    return size_ratio(interval.difference, paper) if judged and interval.judge(claim) == "reproduced" else None
 
 
 def trend_verdict(
@@ -338,22 +335,24 @@ def contrast_verdict(
     return Verdict(lines, outcomes, sizes)
 
 
-def ensemble_size_verdict(table: pd.DataFrame, runs: pd.DataFrame | None = None) -> Verdict:
+def ensemble_size_verdict(
+    table: pd.DataFrame, runs: pd.DataFrame | None = None, paper: Mapping[str, float] | None = None
+) -> Verdict:
     """From the smallest to the full ensemble: the change of AURCC, and whether CR_K grows.
 
-    The paper's finding has two parts: AURCC barely changes (no significant difference: judged
-    against AURCC's equivalence margin) and CR_K grows (a significant increase); the outcome
-    combines them (:func:`combine_outcomes`).
+    The paper's finding has two parts, combined (:func:`combine_outcomes`): AURCC barely changes
+    (no difference, within AURCC's equivalence margin) and CR_K grows (a significant increase),
+    by how much beside the paper's growth where the sizes part (:attr:`Verdict.sizes`).
 
     Args:
         table: tidy table (environment, level, metric, mean, ci).
         runs: the runs to pair (default: those the table carries).
+        paper: environment -> the paper's CR_K growth, smallest to full ensemble (for the size).
 
     Returns:
         One line per environment; the outcome per environment.
     """
-    runs = runs_of(table, runs)
-    lines, outcomes = [], {}
+    runs, (lines, outcomes, sizes) = runs_of(table, runs), ([], {}, {})
     for env, part in table.groupby("environment", sort=False):
         levels = part["level"].astype(str)
         small, full = min(levels, key=int), max(levels, key=int)
@@ -372,7 +371,10 @@ def ensemble_size_verdict(table: pd.DataFrame, runs: pd.DataFrame | None = None)
         pairs = ((aurcc, "same"), (cr_k, "higher"))
         judged = [i.judge(claim) if i is not None else "inconclusive" for i, claim in pairs]
         outcomes[env] = combine_outcomes(judged)
-    return Verdict(lines, outcomes)
+        size = _size(cr_k, "higher", (paper or {}).get(env))
+        if size:
+            sizes[env] = f"CR_K {size}"
+    return Verdict(lines, outcomes, sizes)
 
 
 def dataset_spread_verdict(table: pd.DataFrame, metric: str = "aurcc") -> Verdict:
