@@ -504,6 +504,39 @@ def test_pages_in_a_browser():
         browser.quit()
 
 
+#: Every visible code block or output of the article (solutions opened) whose text is wider than
+#: its box: it would scroll, so its end is hidden on the page and in a printout.
+HIDDEN_CODE = """
+for (const e of document.querySelectorAll('main article .dropdown *')) {  // open every solution
+  if (getComputedStyle(e).display === 'none') e.style.display = 'block';
+}
+const out = [];
+for (const pre of document.querySelectorAll('main article pre')) {
+  let hidden = pre.offsetParent === null;
+  for (let e = pre; e; e = e.parentElement) { if (e.tagName === 'DETAILS' && !e.open) hidden = true; }
+  if (!hidden && pre.scrollWidth > pre.clientWidth + 1 && pre.innerText.trim())
+    out.push([pre.scrollWidth, pre.clientWidth,
+              pre.innerText.split('\\n').reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 60)]);
+}
+return out;
+"""
+
+
+@needs_book
+def test_no_lesson_hides_the_end_of_a_code_line_at_1280_px():
+    lessons = [entry for entry in sorted(PAGES) if not any(part in entry for part in NOT_LESSONS)]
+    browser = _browser()
+    try:
+        browser.set_window_size(1280, 1600)
+        cut = []
+        for entry in lessons:
+            browser.get(PAGES[entry].resolve().as_uri())
+            cut += [(entry, w, c, line) for w, c, line in browser.execute_script(HIDDEN_CODE)]
+    finally:
+        browser.quit()
+    assert cut == [], f"code or output wider than its box (width, box, longest line): {cut[:5]}"
+
+
 #: Pages that are not lessons: their tables may scroll (the lab notes hold the research record).
 NOT_LESSONS = ("lab_notes/", "assignments/", "teaching_guide", "references", "glossary", "running_at_paper_scale")
 
