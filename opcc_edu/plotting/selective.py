@@ -8,7 +8,7 @@ computes a metric of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,20 +22,11 @@ from .style import new_axes
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from ..scoring import MemberValues
+
 
 _COVERAGE_LABEL = "coverage (fraction of queries answered)"
 _RISK_LABEL = "selective risk (fraction wrong)"
-
-
-class MemberValues(Protocol):
-    """What :func:`plot_voting_prefix` reads of a run: (N, M) member values of both sides."""
-
-    values_a: np.ndarray
-    values_b: np.ndarray
-    target: np.ndarray
-
-    @property
-    def ensemble_size(self) -> int: ...
 
 
 def plot_risk_coverage(
@@ -152,9 +143,9 @@ def plot_voting_prefix(values: MemberValues, members: int, ax: Axes | None = Non
     With m members EV's confidence takes at most ``m // 2 + 1`` values; the title counts them.
 
     Args:
-        values: one run's member values (N queries, M members): anything with ``values_a``,
-            ``values_b`` (N, M), ``target`` (N,) and ``ensemble_size`` (M), such as an ablation
-            run's :class:`~opcc_edu.scoring.MemberValues` or :class:`~opcc_edu.baselines.Answers`.
+        values: one run's :class:`~opcc_edu.scoring.MemberValues` (N queries, M members), or
+            what reads the same (``values_a``, ``values_b``, ``target``, ``ensemble_size``), such
+            as :class:`~opcc_edu.baselines.Answers`.
         members: how many of the first members vote, 1 to M.
         ax: matplotlib Axes to draw on; a new figure when ``None``.
 
