@@ -522,18 +522,24 @@ return out;
 """
 
 
-@needs_book
-def test_no_lesson_hides_the_end_of_a_code_line_at_1280_px():
+def _on_every_lesson_at_1280_px(script: str) -> list[tuple]:
+    """``(page, *row)`` for every row ``script`` returns on every lesson, in a 1280 px window."""
     lessons = [entry for entry in sorted(PAGES) if not any(part in entry for part in NOT_LESSONS)]
     browser = _browser()
     try:
         browser.set_window_size(1280, 1600)
-        cut = []
+        rows = []
         for entry in lessons:
             browser.get(PAGES[entry].resolve().as_uri())
-            cut += [(entry, w, c, line) for w, c, line in browser.execute_script(HIDDEN_CODE)]
+            rows += [(entry, *row) for row in browser.execute_script(script)]
     finally:
         browser.quit()
+    return rows
+
+
+@needs_book
+def test_no_lesson_hides_the_end_of_a_code_line_at_1280_px():
+    cut = _on_every_lesson_at_1280_px(HIDDEN_CODE)
     assert cut == [], f"code or output wider than its box (width, box, longest line): {cut[:5]}"
 
 
@@ -556,14 +562,5 @@ return out;
 
 @needs_book
 def test_no_lesson_table_is_wider_than_the_text_column_at_1280_px():
-    lessons = [entry for entry in sorted(PAGES) if not any(part in entry for part in NOT_LESSONS)]
-    browser = _browser()
-    try:
-        browser.set_window_size(1280, 1600)
-        too_wide = []
-        for entry in lessons:
-            browser.get(PAGES[entry].resolve().as_uri())
-            too_wide += [(entry, w, c, head) for w, c, head in browser.execute_script(TABLE_WIDTHS) if w > c + 1]
-    finally:
-        browser.quit()
+    too_wide = [row for row in _on_every_lesson_at_1280_px(TABLE_WIDTHS) if row[1] > row[2] + 1]
     assert too_wide == [], f"tables wider than the text column (width, column, first text): {too_wide[:5]}"
