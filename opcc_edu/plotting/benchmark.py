@@ -283,9 +283,11 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
     h = int(queries.horizon[i])
     labels = {}
     for side in "ab":
-        policy = int(getattr(queries, f"policy_{side}")[i])
+        level = int(getattr(queries, f"policy_{side}")[i])
         value = float(getattr(queries, f"value_{side}")[i])
-        labels[side] = f"side {side}: policy {policy}, V = {value:.1f}"
+        first = np.asarray(getattr(queries, f"action_{side}")[i])
+        action = ", ".join(f"{x:.2f}".replace("-0.00", "0.00") for x in first)
+        labels[side] = f"side {side}: first action ({action}), then level {level}; V = {value:.1f}"
     steps = np.arange(h + 1)
     cumulative = np.concatenate([np.zeros((2, 1)), np.cumsum(np.nan_to_num(traj.rewards), axis=1)], axis=1)
     valid = np.concatenate([np.ones((2, 1), dtype=bool), traj.valid], axis=1)
@@ -324,7 +326,9 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
     # one legend for both sides, below the panels: never over a trajectory or a reward curve
     handles, names = reward_ax.get_legend_handles_labels()
     if own_figure:
-        reward_ax.figure.legend(handles, names, loc="outside lower center", ncols=2)
+        # side by side where both labels fit the figure's width (a 2-D maze action), else stacked
+        ncols = 2 if max(map(len, names)) < 50 else 1
+        reward_ax.figure.legend(handles, names, loc="outside lower center", ncols=ncols)
     else:
         reward_ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     return axes

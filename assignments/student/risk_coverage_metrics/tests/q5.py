@@ -6,10 +6,13 @@ name = "q5"
 points = 2
 
 @test_case(points=None, hidden=False)
-def test_constant_and_random(constant_scores, random_aurcc, loss):
+def test_constant_and_random(constant_scores, random_aurcc, prediction, target):
     import numpy as np
-    aurcc, rpp, cr_k = (float(x) for x in constant_scores)
-    assert np.isclose(aurcc, loss.mean() / 2), "a constant confidence's AURCC is half the full-coverage loss"
-    assert rpp == 0 and np.isclose(cr_k, 0.2)
-    assert abs(random_aurcc - loss.mean()) < 0.1 * loss.mean(), 'a random confidence scores about the loss'
+    from opcc_edu.metrics import aurcc, coverage_resolution, reverse_pair_proportion
+    constant = np.ones(len(target))
+    expected = [f(prediction, target, constant) for f in (aurcc, reverse_pair_proportion, coverage_resolution)]
+    assert len(constant_scores) == 3, 'constant_scores holds three numbers: (aurcc, rpp, cr_k)'
+    got = [float(x) for x in constant_scores]
+    assert np.allclose(got, expected), 'constant_scores is not (AURCC, RPP, CR_K) of np.ones(200) on these answers'
+    assert 0.0 <= float(random_aurcc) <= 1.0, 'random_aurcc is a mean AURCC: a number between 0 and 1'
 
