@@ -16,6 +16,8 @@ What counts, as a reader sees the page:
   ``:class: dropdown``, ``{dropdown}``, ``:class: dropdown`` on any admonition), a ``<details>``
   element not marked ``open`` (a hidden cell output, ``{dropdown}`` of sphinx-design), a toggle.
   A word is a whitespace-separated token with a letter or digit (numbers in a table count).
+  A ``{doc}`` link counts as the linked page's title, as the full build shows it, also on a
+  single-page build (which shows the target's file name): both builds measure the same.
 * **tables**: every ``<table>`` in the visible part (a DataFrame's HTML, a Markdown table, the
   book's ``Table``); **columns**: the widest row of the widest table, ``colspan`` counted (a
   DataFrame's index column counts: the reader sees it).
@@ -68,6 +70,34 @@ CODE = (
 CHROME = ("script", "style", "a.headerlink", "noscript")
 
 _WORD = re.compile(r"\S*[^\W_]\S*")
+ROOT = Path(__file__).resolve().parents[1]
+#: Where a ``{doc}`` link's target is looked for (relative to these folders), as page sources.
+DOC_FOLDERS = (ROOT / "book", ROOT / "book" / "lab_notes", ROOT)
+
+
+def page_title(target: str) -> str | None:
+    """The title a full build shows for a ``{doc}`` link to ``target``: its source's first heading.
+
+    A single-page build cannot resolve a link to another page and shows the target's name
+    instead (``span.xref.std-doc``); the full build shows the page's title, which is often longer.
+    Counting the title keeps a single-page measure equal to the full build's.
+    """
+    import json
+
+    for folder in DOC_FOLDERS:
+        for suffix in (".ipynb", ".md"):
+            path = folder / f"{target}{suffix}"
+            if not path.is_file():
+                continue
+            if suffix == ".ipynb":
+                cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+                text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+            else:
+                text = path.read_text(encoding="utf-8")
+            for line in text.splitlines():
+                if line.startswith("# "):
+                    return re.sub(r"[`*$]", "", line[2:]).strip()
+    return None
 
 
 @dataclass
@@ -125,6 +155,10 @@ def measure_html(html: str, page: str = "<page>") -> Bounds:
     """The measures of one page's HTML (see the module's docstring for what counts)."""
     reader = _article(html)
     _drop(reader, CHROME + CODE)
+    for link in reader.select("span.xref.std-doc"):  # a single-page build's unresolved {doc} link
+        title = page_title(link.get_text().strip())
+        if title:
+            link.string = title
     insider_text = reader.get_text(" ")
     insider = [name for name, pattern in INSIDER if pattern.search(insider_text)]
     if "run_committed" in insider and "committed" in insider:  # one finding, not two

@@ -126,6 +126,17 @@ def test_checker_counts_what_a_reader_sees():
     assert measured.problems() == ["insider words: results/ablations"]
 
 
+def test_an_unresolved_doc_link_counts_as_the_page_title_a_full_build_shows():
+    """A single-page build shows a {doc} link's target name; the full build shows its title."""
+    title = bounds.page_title("policy_comparison_queries")
+    assert title and len(title.split()) > 1  # a title of several words, read from the notebook
+    single = _page('<p>See <span class="xref std std-doc">policy_comparison_queries</span>.</p>')
+    full = _page(f'<p>See <a class="reference internal" href="x.html"><span class="doc">{title}</span></a>.</p>')
+    assert bounds.measure_html(single).words == bounds.measure_html(full).words == 1 + len(title.split())
+    unknown = _page('<p>See <span class="xref std std-doc">no_such_page</span>.</p>')
+    assert bounds.measure_html(unknown).words == 2  # left as shown when no source is found
+
+
 def test_checker_fails_a_page_that_breaks_each_bound(tmp_path):
     within = _page("<p>" + " ".join(["word"] * bounds.MAX_WORDS) + "</p>")
     assert bounds.measure_html(within).problems() == []
