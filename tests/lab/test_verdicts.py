@@ -462,6 +462,7 @@ def test_each_lesson_verdict_is_the_glance_verdict_of_its_named_run_set():
         assert frame.attrs["verdicts"][(ablation, column)].outcomes == verdict.outcomes, ablation
         assert frame.loc[ablation, column].startswith(verdict.summary()), ablation
         assert f"**Our verdict: {verdict.summary()}**" in statement
+        assert statement.startswith("The paper: ")  # the claim is named as the paper's, not ours
         for env, outcome in verdict.outcomes.items():
             assert env in statement.split(f"{outcome}: ")[1].split(";")[0], (ablation, env)
     with pytest.raises(ValueError, match="unknown ablation 'no-such-ablation'; valid choices: dataset-type"):

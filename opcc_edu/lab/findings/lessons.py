@@ -205,7 +205,7 @@ def _describe(entry: AblationResults) -> str:
 def verdict_statement(ablation: str | ex.Ablation) -> str:
     """One Markdown sentence: the paper's finding, our verdict on the lesson's run set, the
     environments by outcome and the run set in words (:data:`RUN_SET_NAMES`, with its sizes);
-    e.g. ``"... **Our verdict: inconclusive (4 of 7; 3 reproduced)** (inconclusive: ...;
+    e.g. ``"The paper: ... **Our verdict: inconclusive (4 of 7; 3 reproduced)** (inconclusive: ...;
     reproduced: ...); judged on the small runs (10 members, 20,000 transitions per dataset, 300
     queries, 3 seeds)."``"""
     name = ex.get_ablation(ablation).name
@@ -220,7 +220,10 @@ def verdict_statement(ablation: str | ex.Ablation) -> str:
     where = "; ".join(f"{outcome}: {', '.join(envs)}" for outcome, envs in sorted(by_outcome.items()))
     notes = comparability_notes(_with_intervals(entry.table), verdict, name) if verdict.outcomes else []
     caveat = f" [{'; '.join(notes)}]" if notes else ""
-    return f"{finding.words}. **Our verdict: {verdict.summary()}**{caveat} ({where}); judged on {_describe(entry)}."
+    # the paper's claim named as the paper's: it is not this page's result, which follows it
+    first = finding.words.split()[0]
+    claim = finding.words if first[1:] != first[1:].lower() else finding.words[0].lower() + finding.words[1:]
+    return f"The paper: {claim}. **Our verdict: {verdict.summary()}**{caveat} ({where}); judged on {_describe(entry)}."
 
 
 def _verdict_html(name: str) -> str:
