@@ -212,7 +212,7 @@ ABLATIONS: dict[str, Ablation] = {
         ),
         Ablation(
             name="clipping",
-            title="Clipping predictions to the data's bounds",
+            title="Clipping predictions to a box around the data",
             factor="clip",
             levels=(
                 Level("health", {"clip": "health"}, "data's box, reaching the health limits"),
