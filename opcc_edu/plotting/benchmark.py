@@ -251,6 +251,15 @@ def query_trajectories(queries: Any, index: int, policies: Sequence[Any] | None 
     )
 
 
+def _side_label(queries: Any, i: int, side: str) -> str:
+    """A query side in words: its first action, the policy level that follows it and its value."""
+    level = int(getattr(queries, f"policy_{side}")[i])
+    value = float(getattr(queries, f"value_{side}")[i])
+    first = np.asarray(getattr(queries, f"action_{side}")[i])
+    action = ", ".join(f"{x:.2f}".replace("-0.00", "0.00") for x in first)
+    return f"side {side}: first action ({action}), then level {level}; V = {value:.1f}"
+
+
 def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, axes: Any = None) -> np.ndarray:
     """Both sides of one query: their paths and their accumulated rewards.
 
@@ -281,13 +290,7 @@ def plot_query(queries: Any, index: int, policies: Sequence[Any] | None = None, 
     traj = query_trajectories(queries, index, policies)
     i = int(index)
     h = int(queries.horizon[i])
-    labels = {}
-    for side in "ab":
-        level = int(getattr(queries, f"policy_{side}")[i])
-        value = float(getattr(queries, f"value_{side}")[i])
-        first = np.asarray(getattr(queries, f"action_{side}")[i])
-        action = ", ".join(f"{x:.2f}".replace("-0.00", "0.00") for x in first)
-        labels[side] = f"side {side}: first action ({action}), then level {level}; V = {value:.1f}"
+    labels = {side: _side_label(queries, i, side) for side in "ab"}
     steps = np.arange(h + 1)
     cumulative = np.concatenate([np.zeros((2, 1)), np.cumsum(np.nan_to_num(traj.rewards), axis=1)], axis=1)
     valid = np.concatenate([np.ones((2, 1), dtype=bool), traj.valid], axis=1)
