@@ -167,7 +167,7 @@ def _fh_shape_and_one_step(ctx: Context) -> None:
 def _fh_exact(ctx: Context) -> None:
     d = ctx.data
     got = _arr(ctx.call("backward_induction", d["transitions"], d["rewards"], d["policy"]))
-    assert got.shape == d["exact"].shape and np.allclose(got, d["exact"]), "values differ from backward induction"
+    assert got.shape == d["exact"].shape and np.allclose(got, d["exact"]), "values differ from the exact values"
 
 
 @check("finite_horizon_values", "q1")
@@ -350,7 +350,7 @@ def _rc_constant(ctx: Context) -> None:
     loss = ctx.data["loss_mean"]
     assert np.isclose(aurcc, loss / 2), "a constant confidence's AURCC is half the full-coverage loss"
     assert rpp == 0 and np.isclose(cr_k, 0.2)
-    assert abs(float(ctx.value("random_aurcc")) - loss) < 0.1 * loss, "a random confidence scores about the loss"
+    assert 0.0 <= float(ctx.value("random_aurcc")) <= 1.0, "random_aurcc is a mean AURCC: a number between 0 and 1"
 
 
 @check("risk_coverage_metrics", "q5")

@@ -146,7 +146,7 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
         gains, expected = ctx.value("baseline_gains"), ctx.data["tuning"]["baselines"]
         assert isinstance(gains, dict) and set(gains) == set(expected), f"keys must be {sorted(expected)}"
         for label, gain in expected.items():
-            assert np.isclose(float(gains[label]), gain), f"{label}: expected {gain:.4f}"
+            assert np.isclose(float(gains[label]), gain), f"{label}: not its selective gain on the tuning half"
 
     def _gain_check(split: str, baseline: str, strict: bool) -> None:
         def run(ctx: Context) -> None:
@@ -222,7 +222,10 @@ def register_more(check, builder, Context, _arr, _pair) -> None:  # noqa: N803, 
         assert isinstance(summary, pd.DataFrame) and {"level", "mean", "half_width"} <= set(summary.columns)
         assert [str(x) for x in summary["level"]] == [str(x) for x in levels], "one row per level, in order"
         half = summary["half_width"].to_numpy(dtype=float)
-        assert np.all(np.isfinite(half)) and (half > 0).all()
+        assert np.all(np.isfinite(half)) and (half > 0).all(), (
+            "every half-width must be finite and positive: a level's seeds must draw different members "
+            "(ensemble sizes between 2 and M - 1)"
+        )
 
     @check("mini_ablation", "q2")
     def _summary_values(ctx: Context) -> None:

@@ -13,7 +13,8 @@ the notebook after nbformat's upgrade to version 4), never on the raw file.
   that a word hidden in a string or built at run time does not escape it: every import of the
   package beyond what the handed-out cells import (or what the assignment asks students to
   build on: :data:`ALLOWED_MODULES`), in any form (``import opcc_edu``, ``from opcc_edu import
-  metrics``, ``__import__("opcc_edu")``, ``importlib``); ``exec``, ``eval``, ``compile``, and
+  metrics``, ``__import__("opcc_edu")``, ``importlib``); the use of a function that computes a
+  graded answer outright (:data:`ANSWER_HELPERS`); ``exec``, ``eval``, ``compile``, and
   ``getattr``/``__import__``/``import_module`` on text that is not a literal; long hex or
   base64 strings (encoded code); the grader, ``/proc``, subprocesses, the environment, files,
   IPython's start-up and module patching. Cells identical to the handed-out notebook's are
@@ -42,6 +43,13 @@ REFERENCE_MODULES: dict[str, tuple[str, ...]] = {
 #: handed-out cells import): the design assignment compares with the baselines and their gains.
 ALLOWED_MODULES: dict[str, tuple[str, ...]] = {
     "design_confidence": ("opcc_edu.confidence", "opcc_edu.metrics", "opcc_edu.classroom.assignments"),
+}
+
+#: Per assignment, functions of an allowed module that compute a graded answer outright: naming
+#: one in a student's own cells is flagged (the design assignment's first question asks for the
+#: baselines' gains, which ``baseline_selective_gains`` returns).
+ANSWER_HELPERS: dict[str, tuple[str, ...]] = {
+    "design_confidence": ("baseline_selective_gains",),
 }
 
 #: The grader's own modules (importing one is flagged as "grader").
@@ -217,6 +225,14 @@ def _call_flags(node: ast.Call, allowed: set[tuple[str, str]], assignment: str) 
     return flags
 
 
+def _answer_helper(node: ast.AST, assignment: str) -> str | None:
+    """The name of :data:`ANSWER_HELPERS` that ``node`` names (a name, attribute, import or text)."""
+    helpers = ANSWER_HELPERS.get(assignment, ())
+    field = {ast.Name: "id", ast.Attribute: "attr", ast.alias: "name", ast.Constant: "value"}.get(type(node))
+    named = getattr(node, field, None) if field else None
+    return named if isinstance(named, str) and named in helpers else None
+
+
 def _tree_flags(tree: ast.AST, allowed: set[tuple[str, str]], assignment: str) -> set[str]:
     flags = set()
     imported: set[str] = set()
@@ -236,6 +252,9 @@ def _tree_flags(tree: ast.AST, allowed: set[tuple[str, str]], assignment: str) -
                 flags.add("encoded text (a long hex or base64 string)")
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "importlib", "__loader__", "__spec__"):
             flags.add("dynamic code or module patching")
+        helper = _answer_helper(node, assignment)
+        if helper:
+            flags.add(f"uses reference functions ({helper})")
         targets = []
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]

@@ -19,5 +19,5 @@ def test_matches_exact_values(backward_induction, mdp, policy):
     import numpy as np
     from opcc_edu.mdp import policy_value
     got = np.asarray(backward_induction(mdp.transitions, mdp.rewards, policy))
-    assert np.allclose(got, policy_value(mdp, policy, len(policy))), 'values differ from backward induction'
+    assert np.allclose(got, policy_value(mdp, policy, len(policy))), 'values differ from the exact values'
 

@@ -11,5 +11,6 @@ def test_summary_shape(summary, levels):
     import pandas as pd
     assert isinstance(summary, pd.DataFrame) and {'level', 'mean', 'half_width'} <= set(summary.columns)
     assert [str(x) for x in summary['level']] == [str(x) for x in levels], 'one row per level, in order'
-    assert np.all(np.isfinite(summary['half_width'])) and (summary['half_width'] > 0).all()
+    half = summary['half_width'].to_numpy(dtype=float)
+    assert np.all(np.isfinite(half)) and (half > 0).all(), "every half-width must be finite and positive: a level's seeds must draw different members (ensemble sizes between 2 and M - 1)"
 
