@@ -281,6 +281,21 @@ def test_only_imports_literals_and_plain_defs_are_graded():
     assert "patches np.isclose" in flags
 
 
+def test_review_flags_a_function_that_computes_a_graded_answer_outright():
+    given = ["from opcc_edu.classroom.assignments import baseline_selective_gains, design_task_data"]
+    for cell in (
+        "gains = baseline_selective_gains(data)",
+        "from opcc_edu.classroom import assignments as a\ngains = a.baseline_selective_gains(data)",
+        "f = globals()['baseline_selective_gains']",
+    ):
+        flags = review_flags([cell], given, assignment="design_confidence")
+        assert "uses reference functions (baseline_selective_gains)" in flags, cell
+    # the handed-out cell itself, another assignment, and a cell without the helper are not flagged
+    assert review_flags(given, given, assignment="design_confidence") == []
+    assert review_flags(["gains = baseline_selective_gains(data)"], given, assignment="ensemble_confidence") == []
+    assert review_flags(["data = design_task_data()"], given, assignment="design_confidence") == []
+
+
 def test_sheet_escapes_formulas_and_reads_back(tmp_path):
     row = QuestionGrade("=cmd|' /C calc'!A0", NAME, "q1", 1.0, 2.0, "-1 is wrong", "@review", "ab", "+x.ipynb")
     path = write_grades([row], tmp_path / "g.csv")

@@ -199,8 +199,8 @@ def _solution_lines(source: Path) -> list[str]:
         inside = False
         for line in cell.source.splitlines():
             marker = line.strip()
-            if marker in ("# BEGIN SOLUTION", "# END SOLUTION"):
-                inside = marker == "# BEGIN SOLUTION"
+            if marker.startswith(("# BEGIN SOLUTION", "# END SOLUTION")):  # "# BEGIN SOLUTION NO PROMPT" too
+                inside = marker.startswith("# BEGIN SOLUTION")
             elif inside and len(marker) > 12 and not marker.startswith("#"):
                 lines.append(marker)
     return lines
