@@ -17,7 +17,9 @@ What counts, as a reader sees the page:
   element not marked ``open`` (a hidden cell output, ``{dropdown}`` of sphinx-design), a toggle.
   A word is a whitespace-separated token with a letter or digit (numbers in a table count).
   A ``{doc}`` link counts as the linked page's title, as the full build shows it, also on a
-  single-page build (which shows the target's file name): both builds measure the same.
+  single-page build (which shows the target's file name), an empty citation of a single-page
+  build as an author-year label of four words, and its title with the chapter's number: both
+  builds measure the same, or the single page a few words more.
 * **tables**: every ``<table>`` in the visible part (a DataFrame's HTML, a Markdown table, the
   book's ``Table``); **columns**: the widest row of the widest table, ``colspan`` counted (a
   DataFrame's index column counts: the reader sees it).
@@ -71,6 +73,9 @@ CHROME = ("script", "style", "a.headerlink", "noscript")
 
 _WORD = re.compile(r"\S*[^\W_]\S*")
 ROOT = Path(__file__).resolve().parents[1]
+#: What an author-year citation shows in the full build, in words ("[Koul et al., 2022]"); a
+#: single-page build cannot read the bibliography and shows "[]".
+CITATION_SHOWN = "[Author et al., 2022]"
 #: Where a ``{doc}`` link's target is looked for (relative to these folders), as page sources.
 DOC_FOLDERS = (ROOT / "book", ROOT / "book" / "lab_notes", ROOT)
 
@@ -155,10 +160,20 @@ def measure_html(html: str, page: str = "<page>") -> Bounds:
     """The measures of one page's HTML (see the module's docstring for what counts)."""
     reader = _article(html)
     _drop(reader, CHROME + CODE)
+    single_page = False
     for link in reader.select("span.xref.std-doc"):  # a single-page build's unresolved {doc} link
+        single_page = True
         title = page_title(link.get_text().strip())
         if title:
             link.string = title
+    for cite in reader.select("span.bibtex-citation"):  # a citation a single-page build leaves empty
+        if cite.get_text().strip("[] "):
+            continue
+        single_page = True
+        cite.string = CITATION_SHOWN
+    heading = reader.find("h1")
+    if single_page and heading is not None and not re.match(r"\s*\d", heading.get_text()):
+        heading.insert(0, "N. ")  # the full build numbers the chapter: one more word
     insider_text = reader.get_text(" ")
     insider = [name for name, pattern in INSIDER if pattern.search(insider_text)]
     if "run_committed" in insider and "committed" in insider:  # one finding, not two

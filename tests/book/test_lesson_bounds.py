@@ -137,6 +137,18 @@ def test_an_unresolved_doc_link_counts_as_the_page_title_a_full_build_shows():
     assert bounds.measure_html(unknown).words == 2  # left as shown when no source is found
 
 
+def test_a_single_page_build_counts_citations_and_the_chapter_number_as_the_full_build_shows_them():
+    """A single-page build leaves a citation empty ("[]") and its title unnumbered."""
+    single = _page('<h1>A title</h1><p>As shown <span class="bibtex-citation" id="id2">[]</span>.</p>')
+    full = _page(
+        '<h1>10. A title</h1><p>As shown <span class="bibtex-citation">[<a href="r.html">Koul '
+        "<em>et al.</em>, 2022</a>]</span>.</p>"
+    )
+    assert bounds.measure_html(single).words == bounds.measure_html(full).words == 3 + 2 + 4
+    # a full build's resolved citation and numbered title are counted as they are
+    assert bounds.measure_html(full).words == len(bounds._WORD.findall("10. A title As shown [Koul et al., 2022]."))
+
+
 def test_checker_fails_a_page_that_breaks_each_bound(tmp_path):
     within = _page("<p>" + " ".join(["word"] * bounds.MAX_WORDS) + "</p>")
     assert bounds.measure_html(within).problems() == []
