@@ -31,6 +31,8 @@ What counts, as a reader sees the page:
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -80,6 +82,7 @@ CITATION_SHOWN = "[Author et al., 2022]"
 DOC_FOLDERS = (ROOT / "book", ROOT / "book" / "lab_notes", ROOT)
 
 
+@functools.cache  # one read per linked page, not one per link
 def page_title(target: str) -> str | None:
     """The title a full build shows for a ``{doc}`` link to ``target``: its source's first heading.
 
@@ -87,8 +90,6 @@ def page_title(target: str) -> str | None:
     instead (``span.xref.std-doc``); the full build shows the page's title, which is often longer.
     Counting the title keeps a single-page measure equal to the full build's.
     """
-    import json
-
     for folder in DOC_FOLDERS:
         for suffix in (".ipynb", ".md"):
             path = folder / f"{target}{suffix}"
