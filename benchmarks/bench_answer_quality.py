@@ -45,6 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_record import full_command, provenance_record, write_json  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".bench-cache" / "answer_quality"
 OUT = ROOT / "benchmarks" / "results"
@@ -177,6 +180,7 @@ def run(
                             else None
                         ),
                         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+                        "command": full_command(["python", *sys.argv]),
                     }
                     if old_meta and redo and meta["cache_hit"]:
                         # a recomputation loads the ensemble the first run trained: keep that
@@ -270,33 +274,110 @@ def _held_back(
     return text + "."
 
 
-def report(profile: str, train_steps: int | None = None) -> Path:
+SCORED = ("aurcc", "loss", "expected_aurcc", "selective_gain", "auroc")
+"""The scores of :func:`opcc_edu.metrics.evaluate` the report shows, kept per run and confidence."""
+
+
+def _derive(arr: dict[str, np.ndarray]) -> dict[str, object]:
+    """Every number the report reads from one run's arrays (member values of every query side):
+    losses of EV and of the decomposition's variants, the heuristic's loss, and the scores."""
+    n = len(arr["target"])
+    sub_same = bool(arr["sub_same_state"].any())
+
+    def sub(variant: str, same_state: bool = False) -> float | None:
+        if variant not in arr or (same_state and not sub_same):
+            return None
+        return _sub_loss(arr, variant, same_state)
+
+    scores = _scores(arr)
+    return {
+        "ev_loss": _ev_loss(arr["model"], arr["target"]),
+        "heuristic_loss": float(np.mean(arr["heuristic"] != arr["target"])),
+        "sub_ev": _sub_loss(arr, "sub_model"),
+        "learned_on_true": _sub_loss(arr, "learned_on_true"),
+        "true_on_model": sub("true_on_model"),
+        "true_termination": sub("true_termination"),
+        "same_state_ev": (
+            _ev_loss(arr["model"], arr["target"], arr["same_state"][:n]) if arr["same_state"].any() else None
+        ),
+        "same_true_on_model": sub("true_on_model", same_state=True),
+        "same_true_termination": sub("true_termination", same_state=True),
+        "scores": {name: {k: float(s[k]) for k in SCORED if k in s} for name, s in scores.items()},
+    }
+
+
+def collect(profile: str, train_steps: int | None = None) -> dict:
+    """The raw record of the report: per recorded run its metadata and :func:`_derive`'s numbers,
+    the paper's values it is set against, and how the record was made."""
     from opcc_edu.config import get_profile
+
+    label = _label(profile, train_steps)
+    runs, paper = [], {}
+    for path in sorted((CACHE / label).glob("*.json")):
+        meta = json.loads(path.read_text())
+        with np.load(path.with_suffix(".npz")) as npz:
+            arr = {k: npz[k] for k in npz.files}
+        runs.append({"meta": meta, "derived": _derive(arr)})
+        table = 2 if meta["env"] in MAZES else 1
+        paper[f"{meta['env']}/{meta['dataset']}"] = _paper_value(table, meta["env"], meta["dataset"])
+    if not runs:
+        raise SystemExit(f"no recorded runs under {CACHE / label}; run the 'run' stage first")
+    return {
+        **provenance_record(),
+        "profile": profile,
+        "train_steps": train_steps,
+        "profile_train_steps": get_profile(profile).dynamics_train_steps,
+        "decompose": DECOMPOSE,
+        "sparse": SPARSE,
+        "paper": paper,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "runs": runs,
+    }
+
+
+def report(profile: str, train_steps: int | None = None) -> Path:
+    """Collect the recorded runs into ``answer_quality_<label>.json`` and render its report."""
+    from opcc_edu.io import atomic_write_text
+
+    record = collect(profile, train_steps)
+    out = OUT / f"answer_quality_{_label(profile, train_steps)}.md"
+    OUT.mkdir(parents=True, exist_ok=True)
+    write_json(out.with_suffix(".json"), record)
+    atomic_write_text(out, render(record))
+    print(out.read_text())
+    return out
+
+
+def render(record: dict) -> str:
+    """The report, from the raw record alone (:func:`collect`); it computes nothing but means,
+    intervals and the targets' comparisons."""
     from opcc_edu.datasets import DEFAULT_DATASET
     from opcc_edu.metrics import format_mean_ci, mean_confidence_interval
 
-    label = _label(profile, train_steps)
+    profile, train_steps = record["profile"], record["train_steps"]
     # runs: the default dataset of each environment, every section; other / other_hard: another
     # dataset's paper set (one more row of the paper-set table and one more target) and hard set
     # (a table of its own).
     runs: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     other: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     other_hard: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
-    for path in sorted((CACHE / label).glob("*.json")):
-        meta = json.loads(path.read_text())
-        with np.load(path.with_suffix(".npz")) as npz:
-            arr = {k: npz[k] for k in npz.files}
+    for run in record["runs"]:
+        meta, d = run["meta"], run["derived"]
         if meta["dataset"] == DEFAULT_DATASET[meta["env"]]:
-            runs.setdefault((meta["env"], meta["recipe"]), []).append((meta, arr))
+            runs.setdefault((meta["env"], meta["recipe"]), []).append((meta, d))
         elif meta["recipe"] == "paper":
-            other.setdefault((meta["env"], meta["dataset"]), []).append((meta, arr))
+            other.setdefault((meta["env"], meta["dataset"]), []).append((meta, d))
         else:
-            other_hard.setdefault((meta["env"], meta["dataset"]), []).append((meta, arr))
-    if not runs:
-        raise SystemExit(f"no recorded runs under {CACHE / label}; run the 'run' stage first")
+            other_hard.setdefault((meta["env"], meta["dataset"]), []).append((meta, d))
+
+    metas = [run["meta"] for run in record["runs"]]
 
     def ci(values: list[float]) -> str:
         return format_mean_ci(*mean_confidence_interval(np.asarray(values, dtype=float)))
+
+    def given(entries: list[tuple[dict, dict]], key: str) -> list[float]:
+        return [d[key] for _, d in entries if d[key] is not None]
 
     lines = [
         f"# Answer quality of the default baseline ({profile} profile"
@@ -312,9 +393,14 @@ def report(profile: str, train_steps: int | None = None) -> Path:
             ""
             if train_steps is None
             else f", trained for {train_steps:,} gradient steps instead of the profile's "
-            f"{get_profile(profile).dynamics_train_steps:,}"
+            f"{record['profile_train_steps']:,}"
         )
         + "). Cells are mean ± 95% t-interval over seeds.",
+        "",
+        f"Raw numbers: `answer_quality_{_label(profile, train_steps)}.json` (per run its losses, scores "
+        f"and decomposition; report at commit `{str(record['git_commit'])[:12]}`). Runs recorded by: "
+        + "; ".join(f"`{c}`" for c in sorted({m.get("command") or "(not recorded)" for m in metas}))
+        + ".",
         "",
     ]
     envs = sorted({env for env, _ in runs}, key=lambda e: (e not in MAZES, e))
@@ -346,15 +432,11 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         if not entries:
             continue
         dataset = entries[0][0]["dataset"]
-        table = 2 if env in MAZES else 1
-        paper = _paper_value(table, env, dataset)
+        paper = record["paper"][f"{env}/{dataset}"]
         margin = 0.03 if env in MAZES else 0.05
-        ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
-        sub_ev = [_sub_loss(a, "sub_model") for _, a in entries]
-        tr = [_sub_loss(a, "true_on_model") for _, a in entries if "true_on_model" in a]
-        lt = [_sub_loss(a, "learned_on_true") for _, a in entries]
-        tt = [_sub_loss(a, "true_termination") for _, a in entries if "true_termination" in a]
-        heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
+        ev, sub_ev, lt = given(entries, "ev_loss"), given(entries, "sub_ev"), given(entries, "learned_on_true")
+        tr, tt = given(entries, "true_on_model"), given(entries, "true_termination")
+        heur = given(entries, "heuristic_loss")
         target = None if paper is None else paper + margin
         met = "—" if target is None else ("yes" if np.mean(ev) <= target else "no")
         verdicts.append((f"paper set, {env} ({dataset}): EV loss ≤ paper + {margin}", met))
@@ -379,28 +461,15 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         entries = runs.get((env, "hard"), [])
         if not entries:
             continue
-        ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
-        heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
+        ev, heur = given(entries, "ev_loss"), given(entries, "heuristic_loss")
         gap_met = "yes" if np.mean(heur) - np.mean(ev) >= 0.05 else "no"
         if gap_met == "no":
-            sub = [_sub_loss(a, "sub_model") for _, a in entries]
-            tr_all = [_sub_loss(a, "true_on_model") for _, a in entries if "true_on_model" in a]
-            lt_all = [_sub_loss(a, "learned_on_true") for _, a in entries]
-            tt_all = [_sub_loss(a, "true_termination") for _, a in entries if "true_termination" in a]
+            sub, lt_all = given(entries, "sub_ev"), given(entries, "learned_on_true")
+            tr_all, tt_all = given(entries, "true_on_model"), given(entries, "true_termination")
             held.append(_held_back(f"hard set, {env}", np.mean(sub), tr_all, lt_all, np.mean(heur) - 0.05, tt_all))
         verdicts.append((f"hard set, {env}: EV ≥ 0.05 below the heuristic", gap_met))
-        n = len(entries[0][1]["target"])
-        same = [_ev_loss(a["model"], a["target"], a["same_state"][:n]) for _, a in entries if a["same_state"].any()]
-        same_tr = [
-            _sub_loss(a, "true_on_model", same_state=True)
-            for _, a in entries
-            if a["sub_same_state"].any() and "true_on_model" in a
-        ]
-        same_tt = [
-            _sub_loss(a, "true_termination", same_state=True)
-            for _, a in entries
-            if a["sub_same_state"].any() and "true_termination" in a
-        ]
+        same = given(entries, "same_state_ev")
+        same_tr, same_tt = given(entries, "same_true_on_model"), given(entries, "same_true_termination")
         if env in MAZES and same:
             verdicts.append((f"hard set, {env}: same-state EV loss ≤ 0.30", "yes" if np.mean(same) <= 0.30 else "no"))
         lines.append(
@@ -419,11 +488,8 @@ def report(profile: str, train_steps: int | None = None) -> Path:
             "|---|---|---|---|---|---|---|",
         ]
         for (env, dataset), entries in sorted(other_hard.items()):
-            n = len(entries[0][1]["target"])
-            ev = [_ev_loss(a["model"], a["target"]) for _, a in entries]
-            heur = [float(np.mean(a["heuristic"] != a["target"])) for _, a in entries]
-            same = [_ev_loss(a["model"], a["target"], a["same_state"][:n]) for _, a in entries]
-            same_tt = [_sub_loss(a, "true_termination", same_state=True) for _, a in entries if "true_termination" in a]
+            ev, heur = given(entries, "ev_loss"), given(entries, "heuristic_loss")
+            same, same_tt = given(entries, "same_state_ev"), given(entries, "same_true_termination")
             lines.append(
                 f"| {env} | {dataset} | {len(entries)} | {ci(ev)} | {ci(heur)} | {ci(same)} | "
                 f"{ci(same_tt) if same_tt else 'n/a'} |"
@@ -431,7 +497,7 @@ def report(profile: str, train_steps: int | None = None) -> Path:
 
     # --- selective gain ---------------------------------------------------------------------
     lines += ["", "## Confidence: the paper's AURCC and the tie-fair selective gain (paper sets)", ""]
-    probe = _scores(runs[next(iter(runs))][0][1])["ev"]
+    probe = runs[next(iter(runs))][0][1]["scores"]["ev"]
     has_gain = "selective_gain" in probe
     header = "| environment | confidence | AURCC | loss |"
     if has_gain:
@@ -442,7 +508,7 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         entries = runs.get((env, "paper"), [])
         if not entries:
             continue
-        scored = [_scores(a) for _, a in entries]
+        scored = [d["scores"] for _, d in entries]
         best_ok = False
         for name in ("ev", "pci", "upci"):
             aurcc = ci([s[name]["aurcc"] for s in scored])
@@ -467,7 +533,7 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         "## Where the value error comes from (paper sets, mean over seeds)",
         "",
         "Decomposed subset: a fixed, horizon-stratified subset of "
-        f"{DECOMPOSE} queries per set. Errors are in return units (sum of rewards over the horizon).",
+        f"{record['decompose']} queries per set. Errors are in return units (sum of rewards over the horizon).",
         "",
         "| environment | mean abs value error | reward part | dynamics part | one-step obs error / scale | "
         "one-step reward error / scale | open-loop error at 10 / 50 steps | train s (cold) | answer s |",
@@ -510,7 +576,7 @@ def report(profile: str, train_steps: int | None = None) -> Path:
             "",
             "`ValueErrorDecomposition.reward_map` bins every simulator step of the query trajectories "
             "into 0.2 m patches by the position the reward is paid for. A patch is sparse when it holds "
-            f"at most {SPARSE:.1%} of the model's dataset. Columns: the sparse patches' share of the "
+            f"at most {record['sparse']:.1%} of the model's dataset. Columns: the sparse patches' share of the "
             "dataset, of the query steps, and of the total |learned - true reward| (mean over the "
             "seeds that recorded it).",
             "",
@@ -524,12 +590,8 @@ def report(profile: str, train_steps: int | None = None) -> Path:
         lines += [f"- {line}" for line in held]
     lines += ["", "## Targets", "", "| target | met |", "|---|---|"]
     lines += [f"| {t} | {m} |" for t, m in verdicts]
-    lines += ["", f"Python {sys.version.split()[0]}, {platform.platform()}."]
-    OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / f"answer_quality_{label}.md"
-    out.write_text("\n".join(lines) + "\n")
-    print(out.read_text())
-    return out
+    lines += ["", f"Python {record['python']}, {record['platform']}."]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -245,6 +245,58 @@ def test_doc_links_resolve_and_exercise_labels_are_unique():
     assert {label: where for label, where in labels.items() if len(where) > 1} == {}
 
 
+def chapter_numbers(toc: dict) -> dict[str, int]:
+    """Each numbered chapter's number as the built book shows it: numbered parts count on from one
+    part to the next; an unnumbered part (the appendix, the references) has none."""
+    numbers, n = {}, 0
+    for part in toc.get("parts", []):
+        if not part.get("numbered"):
+            continue
+        for chapter in part.get("chapters", []):
+            n += 1
+            numbers[chapter["file"]] = n
+    return numbers
+
+
+def wrong_chapter_numbers(page: Path, text: str, numbers: dict[str, int]) -> list[str]:
+    """Links whose text types a chapter number ("chapter 7 <answering_with_confidence>") that is not
+    the linked chapter's number."""
+    wrong = []
+    for match in re.finditer(r"\{doc\}`[^`<]*?\b(?:[Cc]hapter|[Cc]h\.)\s+(\d+)[^`<]*<([^>]+)>`", text):
+        target = match.group(2).strip()
+        base = ROOT / target.lstrip("/") if target.startswith("/") else page.parent / target
+        key = str(base.resolve().relative_to(ROOT.resolve()))
+        if numbers.get(key) != int(match.group(1)):
+            wrong.append(f"{page.name}: '{match.group(0)}' links chapter {numbers.get(key)}")
+    return wrong
+
+
+def test_wrong_chapter_numbers_finds_a_link_typed_with_another_chapters_number():
+    numbers = chapter_numbers(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    page = ROOT / "book" / "intro.md"
+    right = f"see {{doc}}`chapter {numbers['book/answering_with_confidence']} <answering_with_confidence>`"
+    wrong = f"see {{doc}}`chapter {numbers['book/answering_with_confidence'] + 1} <answering_with_confidence>`"
+    assert wrong_chapter_numbers(page, right, numbers) == []
+    assert len(wrong_chapter_numbers(page, wrong, numbers)) == 1
+    # an appendix page has no number, so no typed number can be right
+    assert len(wrong_chapter_numbers(page, "{doc}`chapter 3 <lab_notes/answering_pcqs>`", numbers)) == 1
+
+
+def test_a_chapter_number_typed_in_a_link_is_the_linked_chapters_number():
+    # the numbers come from the table of contents: moving a chapter must not leave a link wrong
+    numbers = chapter_numbers(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    assert numbers["book/mdp_background"] == 1 and len(numbers) > 20
+    wrong, checked = [], 0
+    for page in (ROOT / "book").rglob("*"):
+        if page.suffix in (".ipynb", ".md") and "_build" not in page.parts:
+            text = page.read_text(encoding="utf-8")
+            if page.suffix == ".ipynb":  # the cells' text, with a link broken over two lines whole
+                text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+            checked += len(re.findall(r"\{doc\}`[^`<]*?\b(?:[Cc]hapter|[Cc]h\.)\s+\d+", text))
+            wrong += wrong_chapter_numbers(page, text, numbers)
+    assert checked >= 5 and wrong == []
+
+
 # --------------------------------------------------------------------------------------------
 # The reader's view: hidden checks are skipped there, so no visible cell may need one
 # --------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 REPORTS = {
     "answer_quality_classroom.md": None,  # classroom-size runs; their raw runs are not committed
     "answer_quality_classroom-steps12000.md": None,
+    "answer_quality_tiny.md": "test_answer_quality_reports_are_their_json",
     "reward_fit_classroom.md": None,  # classroom-size fits, not rerun on a 2-core machine
     "datasets.md": "test_datasets_report_is_its_json",
     "executors.md": "test_executors_report_is_its_json",
@@ -108,6 +109,20 @@ def test_original_gaps_report_is_its_json():
         for p in (RESULTS / "original_gaps.json", ROOT / "benchmarks/original_device/gaps/classroom_gaps.json")
     ]
     _check(module.render, records, _md("original_gaps.md"), (0, "datasets", 0, "fall_share_of_complete_episodes"))
+
+
+def test_answer_quality_reports_are_their_json():
+    module = _module("bench_answer_quality")
+    records = sorted(RESULTS.glob("answer_quality_*.json"))
+    assert records, "no answer-quality record"
+    for path in records:
+        data = json.loads(path.read_text())
+        _check(module.render, data, _md(path.with_suffix(".md").name), ("runs", 0, "derived", "ev_loss"))
+        # a hard set's heuristic moved: the target comparing EV with the heuristic reads it
+        hard = next(i for i, run in enumerate(data["runs"]) if run["meta"]["recipe"] == "hard")
+        assert module.render(_moved(data, ("runs", hard, "derived", "heuristic_loss"))) != _md(
+            path.with_suffix(".md").name
+        )
 
 
 def test_executors_report_is_its_json():
