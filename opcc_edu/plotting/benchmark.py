@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..display import explore
+from ..names import HORIZONS
 from .check import place_legend
 from .style import PAGE_WIDTH, figure_size
 
@@ -188,8 +189,10 @@ def plot_value_scatter(
 
 
 def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log: bool = False) -> Axes:
-    """Histogram of the value gaps |V_a - V_b|, one outline per horizon, and each horizon's filter
-    threshold (dotted, in the horizon's colour); the title is the environment's name.
+    """Histogram of the value gaps |V_a - V_b|, one outline per horizon, and the filter threshold
+    (dashed: black where every horizon shares it, else in each horizon's colour); the title is the
+    environment's name. A horizon's colour is fixed by its place in
+    :data:`opcc_edu.queries.HORIZONS`, so that panels of one figure agree and share a legend.
 
     Args:
         queries: a :class:`opcc_edu.queries.QuerySet`.
@@ -208,11 +211,20 @@ def plot_gap_histogram(queries: Any, ax: Axes | None = None, bins: int = 30, log
     edges = np.linspace(0.0, gaps.max() if len(gaps) else 1.0, bins + 1)
     cmap = plt.get_cmap("viridis")
     horizons = queries.horizons
-    for i, h in enumerate(horizons):
-        color = cmap(i / max(len(horizons) - 1, 1))
+    order = sorted(set(HORIZONS) | set(horizons))  # one colour per horizon, whatever the set holds
+    thresholds = {h: set_gap_threshold(queries, h) for h in horizons}
+    shared = len(set(thresholds.values())) == 1
+    for h in horizons:
+        color = cmap(order.index(h) / max(len(order) - 1, 1))
         ax.hist(gaps[queries.horizon == h], bins=edges, histtype="step", lw=1.4, color=color, label=f"h = {h}", log=log)
-        threshold = "filter threshold" if i == len(horizons) - 1 else None  # one legend entry for all
-        ax.axvline(set_gap_threshold(queries, h), color=color, lw=0.8, ls=":", label=threshold)
+        if not shared:
+            ax.axvline(thresholds[h], color=color, lw=1.5, ls="--")
+    if horizons:  # one legend entry, in black, for the threshold line(s)
+        line = dict(color="k", lw=1.2, ls="--", label="filter threshold")
+        if shared:
+            ax.axvline(thresholds[horizons[0]], **line)
+        else:  # a proxy: the lines themselves carry the horizons' colours
+            ax.plot([], [], **line)
     unit = _value_unit(queries.env_name)
     ax.set_xlabel(f"value gap $|V^{{\\pi}} - V^{{\\hat\\pi}}|$ ({unit})")
     ax.set_ylabel("queries (count)")

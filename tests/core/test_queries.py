@@ -173,6 +173,32 @@ def test_plots_draw_the_expected_panels(small_set, open_maze_policies):
     plt.close("all")
 
 
+def test_gap_histogram_colours_a_horizon_alike_in_every_panel(small_set):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    from opcc_edu.plotting import plot_gap_histogram
+
+    def colours(queries):  # legend label -> colour of the histogram outline
+        ax = plot_gap_histogram(queries, ax=plt.figure().subplots())
+        return {p.get_label(): p.get_edgecolor() for p in ax.patches if p.get_label().startswith("h = ")}
+
+    without_10 = small_set.select(small_set.horizon != 10)  # a maze set of the paper recipe has no h = 10
+    full, part = colours(small_set), colours(without_10)
+    assert set(part) == {f"h = {h}" for h in HORIZONS[1:]}
+    for label, colour in part.items():
+        np.testing.assert_allclose(colour, full[label], err_msg=label)
+    # The threshold: one black dashed line where every horizon shares it (the paper recipe's gap > 10).
+    ax = plot_gap_histogram(load_queries("maze2d-umaze"), ax=plt.figure().subplots())
+    (line,) = [x for x in ax.lines if x.get_label() == "filter threshold"]
+    assert to_rgba(line.get_color()) == to_rgba("k") and line.get_linestyle() == "--"
+    np.testing.assert_allclose(line.get_xdata(), 10.0)
+    plt.close("all")
+
+
 # --------------------------------------------------------------------------------------------
 # The shipped query sets
 # --------------------------------------------------------------------------------------------

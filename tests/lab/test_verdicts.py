@@ -518,3 +518,48 @@ def test_a_lesson_asks_for_runs_by_their_word_never_by_folder(monkeypatch, tmp_p
     monkeypatch.setenv("OPCC_EDU_RESULTS", str(tmp_path / "nothing"))
     with pytest.raises(LookupError, match="not committed"):
         findings.run_set_label("small")
+
+
+def test_glance_judges_clipping_on_the_two_levels_its_finding_reads():
+    """The clipping finding reads the default box and no clipping only, so a set of results with
+    those two levels (the larger runs: no data's-box or observations'-box runs) is judged, not
+    shown as without results."""
+    frame = findings.findings_at_a_glance()
+    larger = findings.run_set_label("larger")
+    assert frame.set_index("ablation").loc["clipping", larger] != "–"
+    assert set(frame.attrs["verdicts"][("clipping", larger)].outcomes) == {"maze2d-umaze", "hopper"}
+
+
+def test_a_level_title_with_a_comma_is_quoted_in_a_verdict_line():
+    titles = findings.verdicts.level_titles("clipping")
+    assert "," in titles["health"] and "," not in titles["transitions"]
+    verdict = findings.level_difference_verdict(findings.lesson_results("clipping").table, "clipping")
+    line = next(line for line in verdict if titles["transitions"] in line)
+    assert f'than with "{titles["health"]}" by' in line and f"with {titles['transitions']} than" in line
+
+
+def test_a_size_ratio_never_prints_as_the_factor_itself():
+    assert findings.rule.size_ratio(0.1, 0.303) == "1/3.03 of"
+    assert findings.rule.size_ratio(0.303, 0.1) == "3.03×"
+    assert findings.rule.size_ratio(0.1, 0.4) == "1/4.0 of"
+    assert findings.rule.size_ratio(0.1, 0.3) is None
+
+
+def test_the_normalization_finding_names_the_paper_tables_directions():
+    """The finding's words list the environments where the paper's tables separate raw inputs
+    from normalized ones, each on its side (what the verdict judges); the others are the same."""
+    words = next(f.words for f in findings.FINDINGS if f.ablation == "normalization")
+    claims = {env: claim["false"] for env, claim in findings.paper_claims("normalization").items()}
+    higher, lower = words.split(" rises on ")[1].split(", falls on ")
+    names = {
+        "walker2d": "Walker2d",
+        "hopper": "Hopper",
+        "maze2d-large": "large",
+        "maze2d-open": "open",
+        "maze2d-umaze": "U-maze",
+        "maze2d-medium": "medium",
+        "halfcheetah": "HalfCheetah",
+    }
+    for env, claim in claims.items():
+        assert (names[env] in higher) == (claim == "higher"), env
+        assert (names[env] in lower) == (claim == "lower"), env

@@ -31,7 +31,7 @@ from .glance import (
     results_label,
 )
 from .results import AblationResults, load_committed
-from .rule import SMALLEST_MARGIN
+from .rule import EQUIVALENCE_MARGINS, SMALLEST_MARGIN
 from .verdicts import Verdict
 
 __all__ = [
@@ -260,7 +260,8 @@ def show_all_verdicts() -> dict[str, Verdict | None]:
 def margin_statement() -> str:
     """The equivalence margins and how they sort the paper's own level differences, as Markdown
     bullets (:func:`~opcc_edu.lab.findings.glance.paper_margin_agreement`; each margin scaled
-    to the two levels' size, :func:`~opcc_edu.lab.findings.rule.equivalence_margin`)."""
+    to the two levels' size, :func:`~opcc_edu.lab.findings.rule.equivalence_margin`), then the
+    selective gain's margin (a metric the paper does not report, so no table checks it)."""
     names = {"aurcc": "AURCC", "loss": "loss", "rpp": "RPP", "cr_k": "CR_K"}
     lines = []
     for _, row in paper_margin_agreement().iterrows():
@@ -272,4 +273,8 @@ def margin_statement() -> str:
             f"{row['inside']} of the {row['not_significant']} it reports as not significant lie inside, "
             f"{row['outside']} of the {row['significant']} it reports as significant outside."
         )
+    lines.append(
+        f"- **Selective gain: ±{EQUIVALENCE_MARGINS['selective_gain']:g}**, scaled the same way; "
+        "the paper reports none."
+    )
     return "\n".join(lines)

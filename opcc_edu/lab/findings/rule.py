@@ -476,10 +476,18 @@ def size_ratio(ours: float, paper: float, factor: float = SIZE_FACTOR) -> str | 
         return None
     ratio = abs(ours) / abs(paper)
     if ratio > factor:
-        return f"{ratio:.{0 if ratio >= 10 else 1}f}×"
+        return f"{_ratio_text(ratio, factor)}×"
     if ratio < 1 / factor:
-        return f"1/{1 / ratio:.{0 if 1 / ratio >= 10 else 1}f} of"
+        return f"1/{_ratio_text(1 / ratio, factor)} of"
     return None
+
+
+def _ratio_text(ratio: float, factor: float) -> str:
+    """A ratio beyond ``factor``: whole above 10, else one decimal, or two where one decimal
+    would round it onto the factor (``3.04`` rather than ``3.0``, which reads as inside it)."""
+    if ratio >= 10:
+        return f"{ratio:.0f}"
+    return f"{ratio:.1f}" if round(ratio, 1) > factor else f"{ratio:.2f}"
 
 
 def size_statement(ours: float, paper: float, factor: float = SIZE_FACTOR) -> str | None:

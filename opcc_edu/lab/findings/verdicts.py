@@ -493,10 +493,10 @@ def level_difference_verdict(
         env, reference, level = row["environment"], str(row["reference"]), str(row["level"])
         interval = level_interval(table, runs, env, metric, reference, level)
         change = "lower" if row["difference"] < 0 else "higher"
-        lines.append(
-            f"{env}: {_metric_label(metric)} {change} with {titles.get(level, level)} "
-            f"than with {titles.get(reference, reference)} by {abs(row['difference']):.3f} ({_status(interval)})"
-        )
+        # a name holding a comma is quoted, to read as one name ("data's box, reaching the ...")
+        named, against = (f'"{t}"' if "," in t else t for t in (titles.get(lv, lv) for lv in (level, reference)))
+        by = f"by {abs(row['difference']):.3f} ({_status(interval)})"
+        lines.append(f"{env}: {_metric_label(metric)} {change} with {named} than with {against} {by}")
         claim = claims if isinstance(claims, str) else claims.get(env)
         if isinstance(claim, Mapping):  # per level: {level: claim}
             claim = claim.get(level)
